@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Diskplane's build, tests and demo use, when they
+# are missing. Safe to run again; retries apt once because a transient dpkg
+# error has been seen on fresh machines.
+#   hack/install-deps.sh            packages for build and tests
+#   hack/install-deps.sh cluster    plus what the local Kubernetes cluster needs
+set -euo pipefail
+
+packages=(e2fsprogs xfsprogs util-linux mount cryptsetup-bin kmod ca-certificates curl jq)
+if [[ "${1:-}" == "cluster" ]]; then
+  packages+=(containerd runc containernetworking-plugins iptables conntrack etcd-server busybox-static openssl gcc libc6-dev)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+if [[ $(id -u) -ne 0 ]]; then
+  echo "hack/install-deps.sh: missing Debian packages: ${missing[*]}" >&2
+  echo "hack/install-deps.sh: not root, so not installing them; run: sudo apt-get install -y ${missing[*]}" >&2
+  exit 0
+fi
+echo "Installing Debian packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+install() {
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+install || { echo "apt failed once; retrying in 5s" >&2; sleep 5; install; }

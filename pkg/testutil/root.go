@@ -1,0 +1,40 @@
+// Package testutil holds helpers shared by Diskplane's tests.
+package testutil
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// RequireRootEnv names the environment variable that turns a skipped root
+// test into a failure. CI sets it, so a test that needs loop devices or
+// mounts can never pass there by quietly skipping.
+const RequireRootEnv = "DISKPLANE_REQUIRE_ROOT_TESTS"
+
+// RequireRoot skips the test, loudly, unless it runs as root with the given
+// commands on PATH; when DISKPLANE_REQUIRE_ROOT_TESTS=1 it fails instead.
+func RequireRoot(t testing.TB, commands ...string) {
+	t.Helper()
+	var reason string
+	if os.Geteuid() != 0 {
+		reason = "needs root (loop devices, mounts)"
+	}
+	for _, c := range commands {
+		if reason == "" {
+			if _, err := exec.LookPath(c); err != nil {
+				reason = fmt.Sprintf("needs %s on PATH (run hack/install-deps.sh)", c)
+			}
+		}
+	}
+	if reason == "" {
+		return
+	}
+	msg := fmt.Sprintf("!!! SKIPPED %s: %s; run `sudo make test` to exercise real devices !!!", t.Name(), reason)
+	if os.Getenv(RequireRootEnv) == "1" {
+		t.Fatal(msg)
+	}
+	fmt.Fprintln(os.Stderr, msg)
+	t.Skip(msg)
+}
