@@ -1,0 +1,241 @@
+// Package cloud is everything Diskplane's controller asks of an EC2-compatible
+// cloud: volumes, attachments, snapshots, tags, zones and instances. The
+// Cloud interface speaks in the driver's terms (sizes in GiB, volume types,
+// sentinel errors); no SDK type or AWS error code crosses it, so the driver
+// layer can be read, and tested, without knowing the EC2 API.
+package cloud
+
+import (
+	"context"
+	"time"
+)
+
+// Tag keys the cloud layer owns: they make CreateVolume and CreateSnapshot
+// idempotent by name and let a restarted controller find its resources again.
+const (
+	// TagVolumeName holds the CSI volume name (the PV name) a volume was created for.
+	TagVolumeName = "CSIVolumeName"
+	// TagSnapshotName holds the CSI snapshot name a snapshot was created for.
+	TagSnapshotName = "CSIVolumeSnapshotName"
+)
+
+// VolumeType is an EBS volume type.
+type VolumeType string
+
+// The EBS volume types Diskplane provisions.
+const (
+	VolumeTypeGP2      VolumeType = "gp2"
+	VolumeTypeGP3      VolumeType = "gp3"
+	VolumeTypeIO1      VolumeType = "io1"
+	VolumeTypeIO2      VolumeType = "io2"
+	VolumeTypeST1      VolumeType = "st1"
+	VolumeTypeSC1      VolumeType = "sc1"
+	VolumeTypeStandard VolumeType = "standard"
+)
+
+// Cloud is the controller's view of the cloud. Every method honours the
+// caller's context deadline (it bounds retries and waits) and returns errors
+// that wrap one of the sentinel errors in errors.go, keeping the cloud's own
+// message.
+type Cloud interface {
+	// CreateVolume creates a volume for the CSI volume name and waits until it
+	// is available. A retry with the same name returns the same volume (the
+	// EC2 ClientToken is derived from the name), never a second one.
+	CreateVolume(ctx context.Context, name string, opts *CreateVolumeOptions) (*Volume, error)
+	// DeleteVolume deletes a volume; a volume that does not exist is ErrNotFound.
+	DeleteVolume(ctx context.Context, volumeID string) error
+	// GetVolume returns one volume by ID (batched with concurrent lookups).
+	GetVolume(ctx context.Context, volumeID string) (*Volume, error)
+	// GetVolumeByName returns the volume tagged with the CSI volume name.
+	GetVolumeByName(ctx context.Context, name string) (*Volume, error)
+	// ListVolumes returns one page of volumes.
+	ListVolumes(ctx context.Context, opts ListOptions) (*VolumePage, error)
+	// ModifyVolume changes size, type, IOPS or throughput and waits until the
+	// modification is optimizing or completed. Asking for what the volume
+	// already is does nothing; a modification in progress is awaited, not
+	// issued again.
+	ModifyVolume(ctx context.Context, volumeID string, mod VolumeModification) (*Volume, error)
+
+	// AttachVolume attaches a volume to an instance, waits until attached and
+	// returns the device name (e.g. /dev/xvdaa). Attaching a volume that is
+	// already attached to that instance returns its device. A volume attached
+	// to another instance (and not multi-attach) is ErrAttachedElsewhere.
+	AttachVolume(ctx context.Context, volumeID, instanceID string) (devicePath string, err error)
+	// DetachVolume detaches a volume from an instance and waits until it is
+	// detached. A volume or instance that no longer exists, or a volume not
+	// attached to that instance, is ErrNotFound.
+	DetachVolume(ctx context.Context, volumeID, instanceID string) error
+
+	// CreateSnapshot snapshots a volume for the CSI snapshot name. A retry
+	// with the same name and source returns the same snapshot; the same name
+	// for another source volume is ErrAlreadyExists. It does not wait for
+	// completion (Snapshot.Ready says whether it is usable).
+	CreateSnapshot(ctx context.Context, name, sourceVolumeID string, opts *CreateSnapshotOptions) (*Snapshot, error)
+	// DeleteSnapshot deletes a snapshot; one that does not exist is ErrNotFound.
+	DeleteSnapshot(ctx context.Context, snapshotID string) error
+	// GetSnapshot returns one snapshot by ID.
+	GetSnapshot(ctx context.Context, snapshotID string) (*Snapshot, error)
+	// GetSnapshotByName returns the snapshot tagged with the CSI snapshot name.
+	GetSnapshotByName(ctx context.Context, name string) (*Snapshot, error)
+	// ListSnapshots returns one page of snapshots, all or of one source volume.
+	ListSnapshots(ctx context.Context, opts SnapshotListOptions) (*SnapshotPage, error)
+	// WaitForSnapshot waits until a snapshot is completed (or failed).
+	WaitForSnapshot(ctx context.Context, snapshotID string) (*Snapshot, error)
+
+	// UpdateTags sets and removes tags on a volume or snapshot.
+	UpdateTags(ctx context.Context, resourceID string, set map[string]string, remove []string) error
+
+	// AvailabilityZones lists the region's zones that are available.
+	AvailabilityZones(ctx context.Context) ([]Zone, error)
+	// GetInstance returns an instance's type, zone and attachments.
+	GetInstance(ctx context.Context, instanceID string) (*Instance, error)
+	// HealthCheck reports whether the cloud API answers with valid
+	// credentials. It is cheap enough for a liveness probe (results may be cached).
+	HealthCheck(ctx context.Context) error
+}
+
+// CreateVolumeOptions describes a new volume. Zero values mean "the cloud's default".
+type CreateVolumeOptions struct {
+	// SizeGiB is the capacity in GiB.
+	SizeGiB int32
+	// Type is the volume type; empty means gp3.
+	Type VolumeType
+	// IOPS is the provisioned IOPS (gp3, io1, io2); zero means the type's default.
+	IOPS int32
+	// IOPSPerGiB asks for IOPS proportional to size (io1, io2, gp3); mutually exclusive with IOPS.
+	IOPSPerGiB int32
+	// AllowIOPSPerGiBIncrease raises IOPS computed from IOPSPerGiB to the
+	// type's minimum instead of failing.
+	AllowIOPSPerGiBIncrease bool
+	// Throughput is the provisioned throughput in MiB/s (gp3).
+	Throughput int32
+	// Encrypted asks for an encrypted volume.
+	Encrypted bool
+	// KMSKeyID is the KMS key for encryption; setting it implies Encrypted.
+	KMSKeyID string
+	// Zone is the availability zone name; ZoneID the zone ID. At most one is
+	// set; with neither, the cloud picks an available zone.
+	Zone   string
+	ZoneID string
+	// SnapshotID restores the volume from a snapshot.
+	SnapshotID string
+	// SourceVolumeID clones another volume (EC2 CopyVolumes); it must be in the same zone.
+	SourceVolumeID string
+	// MultiAttach enables attaching the volume to several instances (io2 only).
+	MultiAttach bool
+	// Tags are set on the volume at creation, besides the name tag.
+	Tags map[string]string
+}
+
+// VolumeModification is a change to a volume; zero fields stay as they are.
+type VolumeModification struct {
+	SizeGiB    int32
+	Type       VolumeType
+	IOPS       int32
+	Throughput int32
+}
+
+// IsEmpty reports whether the modification changes nothing.
+func (m VolumeModification) IsEmpty() bool {
+	return m == VolumeModification{}
+}
+
+// Volume is a block volume as the cloud reports it.
+type Volume struct {
+	ID             string
+	Name           string // the TagVolumeName tag, when set
+	SizeGiB        int32
+	Type           VolumeType
+	IOPS           int32
+	Throughput     int32
+	Encrypted      bool
+	KMSKeyID       string
+	Zone           string
+	ZoneID         string
+	SnapshotID     string
+	SourceVolumeID string
+	MultiAttach    bool
+	// State is the cloud's volume state: creating, available, in-use, deleting, deleted or error.
+	State       string
+	Attachments []Attachment
+	Tags        map[string]string
+	CreatedAt   time.Time
+}
+
+// Attachment is one attachment of a volume to an instance.
+type Attachment struct {
+	InstanceID string
+	DevicePath string
+	// State is attaching, attached, detaching or detached.
+	State string
+}
+
+// Snapshot is a point-in-time copy of a volume.
+type Snapshot struct {
+	ID             string
+	Name           string // the TagSnapshotName tag, when set
+	SourceVolumeID string
+	SizeGiB        int32
+	// State is pending, completed, error (or recovering / recoverable).
+	State string
+	// Ready is true once the snapshot can be restored from.
+	Ready     bool
+	Tags      map[string]string
+	CreatedAt time.Time
+}
+
+// CreateSnapshotOptions describes a new snapshot.
+type CreateSnapshotOptions struct {
+	// Tags are set on the snapshot at creation, besides the name tag.
+	Tags map[string]string
+}
+
+// ListOptions selects one page of volumes.
+type ListOptions struct {
+	// MaxResults bounds the page size; zero means the cloud's default.
+	MaxResults int32
+	// NextToken continues a previous page; empty starts from the beginning.
+	NextToken string
+	// TagKey, when set, lists only volumes that carry this tag key.
+	TagKey string
+}
+
+// SnapshotListOptions selects one page of snapshots.
+type SnapshotListOptions struct {
+	// SourceVolumeID, when set, lists only snapshots of that volume.
+	SourceVolumeID string
+	MaxResults     int32
+	NextToken      string
+	// TagKey, when set, lists only snapshots that carry this tag key.
+	TagKey string
+}
+
+// VolumePage is one page of ListVolumes.
+type VolumePage struct {
+	Volumes   []*Volume
+	NextToken string
+}
+
+// SnapshotPage is one page of ListSnapshots.
+type SnapshotPage struct {
+	Snapshots []*Snapshot
+	NextToken string
+}
+
+// Zone is an availability zone.
+type Zone struct {
+	Name string
+	ID   string
+}
+
+// Instance is a compute instance volumes attach to.
+type Instance struct {
+	ID     string
+	Type   string
+	Zone   string
+	ZoneID string
+	// DeviceNames are the device names in use on the instance (from its block device mappings).
+	DeviceNames []string
+	// AttachedVolumes is the number of EBS volumes attached, the root volume included.
+	AttachedVolumes int
+}
