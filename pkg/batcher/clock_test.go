@@ -1,0 +1,55 @@
+package batcher
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// manualClock replaces the batcher's timers so a test decides when a batch's
+// delay has passed.
+type manualClock struct {
+	started chan *manualTimer
+}
+
+type manualTimer struct {
+	c       chan time.Time
+	stopped chan struct{}
+}
+
+func newManualClock() *manualClock {
+	return &manualClock{started: make(chan *manualTimer, 100)}
+}
+
+func (m *manualClock) start(time.Duration) (<-chan time.Time, func()) {
+	t := &manualTimer{c: make(chan time.Time), stopped: make(chan struct{})}
+	m.started <- t
+	return t.c, func() { close(t.stopped) }
+}
+
+// next returns the timer the batcher started most recently after the
+// previous call, waiting for the owner goroutine to start it.
+func (m *manualClock) next(t *testing.T) *manualTimer {
+	t.Helper()
+	return <-m.started
+}
+
+// fire makes the timer expire; it returns once the owner goroutine has seen it.
+func (mt *manualTimer) fire() { mt.c <- time.Now() }
+
+// assertNoGoroutines fails when goroutines running code of this package
+// remain, allowing them a moment to finish returning.
+func assertNoGoroutines(t *testing.T, marker string) {
+	t.Helper()
+	var stacks string
+	for range 500 {
+		buf := make([]byte, 1<<20)
+		stacks = string(buf[:runtime.Stack(buf, true)])
+		if !strings.Contains(stacks, marker) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("goroutines running %s outlived Close:\n%s", marker, stacks)
+}
