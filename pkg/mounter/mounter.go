@@ -1,0 +1,127 @@
+// Package mounter is everything the node service asks of the node's
+// operating system: finding the device of an attached volume and proving it
+// is that volume, formatting it (only when it is blank), mounting, bind
+// mounting, unmounting, growing filesystems, and measuring devices and
+// filesystems.
+//
+// The node service reaches the OS only through the Mounter interface, so its
+// logic is unit-tested against a fake while this package is tested against
+// real loop devices. On Linux it is built on k8s.io/mount-utils and the
+// standard tools (blkid, mkfs.*, resize2fs, xfs_growfs); other operating
+// systems get their own implementation in a later release.
+package mounter
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	mountutils "k8s.io/mount-utils"
+)
+
+// Mounter is the node's operating system as the node service sees it. Paths
+// are absolute. Every method is safe to call again after a failure or a
+// crash half way: the node service's idempotency rests on that.
+type Mounter interface {
+	// FindDevice returns the device node of volumeID, symlinks resolved,
+	// after verifying that it is that volume. hint is the device name from
+	// the publish context (may be empty). It waits briefly, bounded by ctx,
+	// for a device that has not appeared yet; it fails with ErrDeviceNotFound
+	// when none appears and with ErrWrongDevice when the only devices found
+	// belong to another volume.
+	FindDevice(ctx context.Context, volumeID, hint string) (string, error)
+	// VerifyDevice checks that devicePath (already in use, e.g. mounted) is
+	// volumeID. A device that carries no identity at all (a Xen device) is
+	// accepted, since it was verified when it was staged.
+	VerifyDevice(volumeID, devicePath string) error
+
+	// PathExists reports whether path exists. A corrupted mount point returns
+	// an error that IsCorruptedMount recognises.
+	PathExists(path string) (bool, error)
+	// MakeDir creates a directory and its parents, if missing.
+	MakeDir(path string) error
+	// MakeFile creates an empty file (for a block volume's bind mount) and
+	// its parent directories, if missing.
+	MakeFile(path string) error
+
+	// IsMountPoint reports whether path is a mount point (bind mounts
+	// included). It returns an error satisfying errors.Is(err,
+	// fs.ErrNotExist) when path does not exist.
+	IsMountPoint(path string) (bool, error)
+	// MountedDevice returns the source of the topmost mount at path, symlinks
+	// resolved, or "" when nothing is mounted there.
+	MountedDevice(path string) (string, error)
+	// FormatAndMount mounts device at target as fsType. A device that holds
+	// nothing is formatted first with mkfsArgs added to mkfs's command line;
+	// a device that holds fsType is mounted as it is; a device holding
+	// anything else (another filesystem, a partition table, a LUKS header)
+	// is left untouched and the call fails with ErrFilesystemMismatch.
+	FormatAndMount(device, target, fsType string, mkfsArgs, mountOptions []string) error
+	// BindMount bind-mounts source (a directory or a device node) onto
+	// target with the given options ("ro" makes the bind read-only).
+	BindMount(source, target string, options []string) error
+	// Unmount unmounts target once.
+	Unmount(target string) error
+	// CleanupMountPoint unmounts path if it is mounted (even if the mount is
+	// corrupted) and removes it. A missing path is not an error.
+	CleanupMountPoint(path string) error
+
+	// NeedResize reports whether the filesystem of device, mounted at
+	// mountPath, is smaller than the device.
+	NeedResize(device, mountPath string) (bool, error)
+	// Resize grows the filesystem of device, mounted at mountPath, to the
+	// device's size (resize2fs for ext3/ext4, xfs_growfs for xfs).
+	Resize(device, mountPath string) error
+	// DeviceSize returns the size in bytes of a block device (or of the
+	// device node bind-mounted at path).
+	DeviceSize(path string) (int64, error)
+	// IsBlockDevice reports whether path is a block device node.
+	IsBlockDevice(path string) (bool, error)
+	// FilesystemStats measures the filesystem mounted at path.
+	FilesystemStats(path string) (Stats, error)
+	// InstanceStoreVolumes counts the NVMe instance store volumes of this
+	// instance; on most Nitro instance types each takes an EBS attachment slot.
+	InstanceStoreVolumes() (int, error)
+}
+
+// Stats is what NodeGetVolumeStats reports for a filesystem, measured the
+// way df measures it.
+type Stats struct {
+	TotalBytes, AvailableBytes, UsedBytes int64
+	TotalInodes, FreeInodes, UsedInodes   int64
+}
+
+// Errors the node service maps to gRPC codes.
+var (
+	// ErrDeviceNotFound means no device for the volume appeared on this node.
+	ErrDeviceNotFound = errors.New("device not found")
+	// ErrWrongDevice means a device was found where the volume should be, but
+	// it is not the volume (or cannot be shown to be); it is refused.
+	ErrWrongDevice = errors.New("device is not the requested volume")
+	// ErrFilesystemMismatch means the device holds something other than the
+	// requested filesystem; nothing was written to it.
+	ErrFilesystemMismatch = errors.New("device holds data the request does not match")
+)
+
+// Options configure the Linux mounter.
+type Options struct {
+	// DeviceLinkDir is where the by-id links of NVMe devices are; tests point
+	// it at a private directory.
+	DeviceLinkDir string
+	// SysDir is where sysfs is mounted.
+	SysDir string
+	// DeviceWait bounds how long FindDevice waits for a device to appear.
+	DeviceWait time.Duration
+}
+
+// Defaults for Options.
+const (
+	DefaultDeviceLinkDir = "/dev/disk/by-id"
+	DefaultSysDir        = "/sys"
+	DefaultDeviceWait    = 15 * time.Second
+)
+
+// IsCorruptedMount reports whether err comes from a mount point whose
+// backing is gone (stale file handle, transport endpoint not connected, I/O
+// error): such a mount must be unmounted and made again.
+func IsCorruptedMount(err error) bool { return mountutils.IsCorruptedMnt(err) }

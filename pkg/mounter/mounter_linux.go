@@ -1,0 +1,242 @@
+//go:build linux
+
+package mounter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+	mountutils "k8s.io/mount-utils"
+	utilexec "k8s.io/utils/exec"
+)
+
+// partitionedFormat is what mount-utils reports for a device with a
+// partition table.
+const partitionedFormat = "unknown data, probably partitions"
+
+// linuxMounter implements Mounter with k8s.io/mount-utils and the standard
+// Linux tools.
+type linuxMounter struct {
+	mounter mountutils.Interface
+	safe    *mountutils.SafeFormatAndMount
+	resizer *mountutils.ResizeFs
+	exec    utilexec.Interface
+	devices *deviceFinder
+}
+
+func (o Options) withDefaults() Options {
+	if o.DeviceLinkDir == "" {
+		o.DeviceLinkDir = DefaultDeviceLinkDir
+	}
+	if o.SysDir == "" {
+		o.SysDir = DefaultSysDir
+	}
+	if o.DeviceWait <= 0 {
+		o.DeviceWait = DefaultDeviceWait
+	}
+	return o
+}
+
+// New returns the Mounter of this node.
+func New(o Options) (Mounter, error) {
+	o = o.withDefaults()
+	m := mountutils.New("")
+	ex := utilexec.New()
+	return &linuxMounter{
+		mounter: m,
+		safe:    mountutils.NewSafeFormatAndMount(m, ex),
+		resizer: mountutils.NewResizeFs(ex),
+		exec:    ex,
+		devices: newDeviceFinder(o),
+	}, nil
+}
+
+func (m *linuxMounter) FindDevice(ctx context.Context, volumeID, hint string) (string, error) {
+	return m.devices.Find(ctx, volumeID, hint)
+}
+
+func (m *linuxMounter) VerifyDevice(volumeID, devicePath string) error {
+	return m.devices.Verify(volumeID, devicePath)
+}
+
+func (m *linuxMounter) InstanceStoreVolumes() (int, error) {
+	return m.devices.InstanceStoreVolumes()
+}
+
+func (m *linuxMounter) PathExists(path string) (bool, error) {
+	_, err := os.Stat(path)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+func (m *linuxMounter) MakeDir(path string) error {
+	if err := os.MkdirAll(path, 0o750); err != nil {
+		return fmt.Errorf("create directory %s: %w", path, err)
+	}
+	return nil
+}
+
+func (m *linuxMounter) MakeFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return fmt.Errorf("create directory for %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o640)
+	if err != nil {
+		return fmt.Errorf("create file %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func (m *linuxMounter) IsMountPoint(path string) (bool, error) {
+	return m.mounter.IsMountPoint(path)
+}
+
+func (m *linuxMounter) MountedDevice(path string) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", err
+	}
+	mounts, err := m.mounter.List()
+	if err != nil {
+		return "", fmt.Errorf("list mounts: %w", err)
+	}
+	device := ""
+	for _, mp := range mounts {
+		if mp.Path == real {
+			device = mp.Device // later entries are mounted on top of earlier ones
+		}
+	}
+	if device == "" {
+		return "", nil
+	}
+	if resolved, err := filepath.EvalSymlinks(device); err == nil {
+		device = resolved
+	}
+	return device, nil
+}
+
+func (m *linuxMounter) FormatAndMount(device, target, fsType string, mkfsArgs, mountOptions []string) error {
+	existing, err := m.safe.GetDiskFormat(device)
+	if err != nil {
+		return fmt.Errorf("probe %s for existing data: %w", device, err)
+	}
+	switch existing {
+	case "":
+		if err := m.format(device, fsType, mkfsArgs); err != nil {
+			return err
+		}
+	case fsType:
+		klog.V(4).InfoS("Device already holds the filesystem; mounting it as it is", "device", device, "fsType", fsType)
+	case partitionedFormat:
+		return fmt.Errorf("%w: %s has a partition table; refusing to format or mount it as %s", ErrFilesystemMismatch, device, fsType)
+	default:
+		return fmt.Errorf("%w: %s holds %s, not %s; refusing to format or mount it", ErrFilesystemMismatch, device, existing, fsType)
+	}
+	if err := m.mounter.Mount(device, target, fsType, mountOptions); err != nil {
+		return fmt.Errorf("mount %s at %s: %w", device, target, err)
+	}
+	return nil
+}
+
+// format makes a filesystem on a device that blkid found empty. mkfs.xfs
+// is not forced, so it refuses on its own if it finds a signature blkid did
+// not report; mkfs.ext* never asks when not run from a terminal, so the
+// blkid probe is what protects ext volumes.
+func (m *linuxMounter) format(device, fsType string, mkfsArgs []string) error {
+	args := append([]string{}, mkfsArgs...)
+	if fsType == "ext3" || fsType == "ext4" {
+		// No blocks reserved for root: a volume belongs to its pod.
+		args = append(args, "-m0")
+	}
+	args = append(args, device)
+	klog.V(2).InfoS("Formatting blank device", "device", device, "fsType", fsType, "args", args)
+	out, err := m.exec.Command("mkfs."+fsType, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("mkfs.%s %v: %w: %s", fsType, args, err, out)
+	}
+	return nil
+}
+
+func (m *linuxMounter) BindMount(source, target string, options []string) error {
+	opts := append([]string{"bind"}, options...)
+	if err := m.mounter.Mount(source, target, "", opts); err != nil {
+		return fmt.Errorf("bind mount %s at %s: %w", source, target, err)
+	}
+	return nil
+}
+
+func (m *linuxMounter) Unmount(target string) error {
+	if err := m.mounter.Unmount(target); err != nil {
+		return fmt.Errorf("unmount %s: %w", target, err)
+	}
+	return nil
+}
+
+func (m *linuxMounter) CleanupMountPoint(path string) error {
+	return mountutils.CleanupMountPoint(path, m.mounter, true)
+}
+
+func (m *linuxMounter) NeedResize(device, mountPath string) (bool, error) {
+	return m.resizer.NeedResize(device, mountPath)
+}
+
+func (m *linuxMounter) Resize(device, mountPath string) error {
+	if _, err := m.resizer.Resize(device, mountPath); err != nil {
+		return fmt.Errorf("grow filesystem on %s: %w", device, err)
+	}
+	return nil
+}
+
+func (m *linuxMounter) DeviceSize(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	// Seeking to the end of a block device yields its size in bytes.
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return 0, fmt.Errorf("measure %s: %w", path, err)
+	}
+	return size, nil
+}
+
+func (m *linuxMounter) IsBlockDevice(path string) (bool, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false, err
+	}
+	return st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0, nil
+}
+
+func (m *linuxMounter) FilesystemStats(path string) (Stats, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return Stats{}, fmt.Errorf("statfs %s: %w", path, err)
+	}
+	unit := st.Frsize
+	if unit == 0 {
+		unit = st.Bsize
+	}
+	return Stats{
+		TotalBytes:     int64(st.Blocks) * unit,
+		AvailableBytes: int64(st.Bavail) * unit,
+		UsedBytes:      int64(st.Blocks-st.Bfree) * unit,
+		TotalInodes:    int64(st.Files),
+		FreeInodes:     int64(st.Ffree),
+		UsedInodes:     int64(st.Files - st.Ffree),
+	}, nil
+}
