@@ -1,0 +1,207 @@
+// Package model is the EC2 emulator's cloud: zones, instance types,
+// instances, volumes, attachments, snapshots, modifications and tags, with
+// EC2's validation rules and error codes, time-driven state changes and
+// crash-safe persistence. It knows nothing of HTTP; the ec2api package turns
+// EC2 Query requests into calls of this package.
+//
+// The bytes behind volumes live in a disks.Store. Attaching a volume to the
+// local instance (the instance this host plays) asks the store for a block
+// device; every other instance is state only.
+//
+// One mutex guards the whole cloud. State changes that take time in EC2
+// (creating, attaching, detaching, snapshot progress, modifications) carry a
+// due time; they are applied lazily at the start of every call and by a
+// background loop, so their effects on the host (a loop device appearing)
+// happen even when no client is asking.
+package model
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// retryInterval is how often the background loop retries a host-side step
+// that could not complete yet, such as detaching a busy device.
+const retryInterval = 250 * time.Millisecond
+
+// Cloud is one emulated EC2 region. All methods are safe for concurrent use.
+type Cloud struct {
+	cfg     Config
+	persist *persister
+
+	mu sync.Mutex
+	st *state
+	// dirty is set by every change of st and cleared when it is queued for
+	// saving.
+	dirty bool
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+// New builds the cloud: it loads the saved state from cfg.DataDir (if any),
+// declares the configured instances, reconciles the disk store with the
+// volumes attached to the local instance and starts the background loop.
+// Close stops it.
+func New(cfg Config) (*Cloud, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cloud{
+		cfg:  cfg,
+		kick: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	if cfg.DataDir != "" {
+		c.persist = newPersister(cfg.DataDir)
+	}
+	st, err := c.load()
+	if err != nil {
+		return nil, err
+	}
+	c.st = st
+	if err := c.declareInstances(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Store.Reconcile(c.hostAttachedVolumes()); err != nil {
+		return nil, fmt.Errorf("reconcile disk store: %w", err)
+	}
+	c.dirty = true
+	if err := c.save(); err != nil {
+		return nil, err
+	}
+	go c.loop()
+	klog.V(2).InfoS("Emulated cloud ready", "region", cfg.Region, "instances", len(c.st.Instances),
+		"volumes", len(c.st.Volumes), "snapshots", len(c.st.Snapshots), "dataDir", cfg.DataDir)
+	return c, nil
+}
+
+// Close stops the background loop. The state is already saved: every call
+// saves before it returns.
+func (c *Cloud) Close() error {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	<-c.done
+	return nil
+}
+
+// Region is the region the cloud plays.
+func (c *Cloud) Region() string { return c.cfg.Region }
+
+// AccountID is the account that owns every resource.
+func (c *Cloud) AccountID() string { return c.cfg.AccountID }
+
+// Zones lists the region's zones.
+func (c *Cloud) Zones() []Zone { return append([]Zone(nil), c.cfg.Zones...) }
+
+// Now is the cloud's clock.
+func (c *Cloud) Now() time.Time { return c.cfg.Now() }
+
+// do runs fn under the lock after applying every state change that is due,
+// then saves the state if anything changed and wakes the background loop to
+// reconsider its next due time. The state is on disk before do returns, so
+// a client that got an answer never loses its effect to a crash.
+func (c *Cloud) do(fn func(now time.Time) error) error {
+	c.mu.Lock()
+	now := c.cfg.Now()
+	c.advance(now)
+	err := fn(now)
+	changed := c.dirty
+	saveErr := c.queueSaveLocked()
+	c.mu.Unlock()
+	if saveErr == nil {
+		saveErr = c.flush()
+	}
+	if changed {
+		c.wake()
+	}
+	if saveErr != nil {
+		klog.ErrorS(saveErr, "Saving the emulator state failed")
+		return errors.Join(err, saveErr)
+	}
+	return err
+}
+
+// save writes the state now (used at start-up).
+func (c *Cloud) save() error {
+	c.mu.Lock()
+	err := c.queueSaveLocked()
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.flush()
+}
+
+// queueSaveLocked hands a serialized copy of a changed state to the
+// persister.
+func (c *Cloud) queueSaveLocked() error {
+	if !c.dirty {
+		return nil
+	}
+	c.dirty = false
+	if c.persist == nil {
+		return nil
+	}
+	data, err := c.st.marshal()
+	if err != nil {
+		return err
+	}
+	c.persist.queue(data)
+	return nil
+}
+
+// flush waits until the latest queued state is on disk.
+func (c *Cloud) flush() error {
+	if c.persist == nil {
+		return nil
+	}
+	return c.persist.flush()
+}
+
+// wake nudges the background loop to recompute its next due time.
+func (c *Cloud) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// loop applies due state changes when they fall due, so host-side effects
+// (a device appearing on attach) do not wait for the next API call.
+func (c *Cloud) loop() {
+	defer close(c.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		wait, pending := c.nextWakeLocked(c.cfg.Now())
+		c.mu.Unlock()
+		if !pending {
+			wait = time.Hour
+		}
+		timer.Reset(max(wait, 0))
+		select {
+		case <-c.stop:
+			return
+		case <-c.kick:
+		case <-timer.C:
+		}
+		if err := c.do(func(time.Time) error { return nil }); err != nil {
+			klog.ErrorS(err, "Background state update failed")
+		}
+	}
+}
+
+// markDirty records that the state changed and must be saved.
+func (c *Cloud) markDirty() { c.dirty = true }

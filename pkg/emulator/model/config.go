@@ -1,0 +1,164 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/diskplane/diskplane/pkg/emulator/disks"
+)
+
+// Latencies are how long each asynchronous state change of the emulated
+// cloud takes. Zero makes a change complete at the first look after the
+// request (the response itself still shows the transitional state, as EC2's
+// does); tests use zero, demos use EC2-like seconds.
+type Latencies struct {
+	// VolumeCreate is creating → available.
+	VolumeCreate time.Duration `json:"volumeCreate"`
+	// VolumeDelete is deleting → gone.
+	VolumeDelete time.Duration `json:"volumeDelete"`
+	// Attach is attaching → attached.
+	Attach time.Duration `json:"attach"`
+	// Detach is detaching → detached (a busy device waits longer).
+	Detach time.Duration `json:"detach"`
+	// Snapshot is pending → completed; progress grows evenly meanwhile.
+	Snapshot time.Duration `json:"snapshot"`
+	// Modify is modifying → optimizing; the new size shows from optimizing on.
+	Modify time.Duration `json:"modify"`
+	// Optimize is optimizing → completed.
+	Optimize time.Duration `json:"optimize"`
+}
+
+// DefaultLatencies are EC2-like durations for interactive use: long enough
+// that a client's waiting and polling shows, short enough for a demo.
+func DefaultLatencies() Latencies {
+	return Latencies{
+		VolumeCreate: 2 * time.Second,
+		VolumeDelete: 2 * time.Second,
+		Attach:       2 * time.Second,
+		Detach:       2 * time.Second,
+		Snapshot:     5 * time.Second,
+		Modify:       3 * time.Second,
+		Optimize:     5 * time.Second,
+	}
+}
+
+// InstanceSpec declares one instance of the emulated cloud.
+type InstanceSpec struct {
+	// ID is the instance ID; empty means a new random one (kept across
+	// restarts through the saved state when the spec is the local instance).
+	ID string `json:"id,omitempty"`
+	// Type is a catalogue instance type; empty means DefaultInstanceType.
+	Type string `json:"type,omitempty"`
+	// Zone is the zone name; empty means the first zone.
+	Zone string `json:"zone,omitempty"`
+	// NetworkInterfaces is the number of ENIs; 0 means 1.
+	NetworkInterfaces int `json:"networkInterfaces,omitempty"`
+	// Local marks the instance this host plays. At most one instance is
+	// local; when none is marked, the first one is.
+	Local bool `json:"local,omitempty"`
+	// Tags are the instance's tags.
+	Tags map[string]string `json:"tags,omitempty"`
+}
+
+// DefaultInstanceType is the type of instances declared without one.
+const DefaultInstanceType = "m5.large"
+
+// DefaultAccountID is the account the emulated resources belong to.
+const DefaultAccountID = "123456789012"
+
+// DefaultModificationsPerDay is EC2's per-volume modification budget: four
+// modifications in any rolling 24 hours.
+const DefaultModificationsPerDay = 4
+
+// Config describes the emulated cloud.
+type Config struct {
+	// Region is the region name; empty means DefaultRegion.
+	Region string
+	// Zones are the region's zones; empty means DefaultZones(Region).
+	Zones []Zone
+	// AccountID owns every resource; empty means DefaultAccountID.
+	AccountID string
+	// Instances are the instances to declare; empty means one instance of the
+	// default type in the first zone, which is the local instance. Instances
+	// already in the saved state are kept.
+	Instances []InstanceSpec
+	// Store holds the volumes' bytes. Required.
+	Store disks.Store
+	// DataDir is where the state is saved after every change and loaded from
+	// at start; empty keeps the state in memory only.
+	DataDir string
+	// Latencies are the durations of the asynchronous state changes.
+	Latencies Latencies
+	// ModificationsPerDay is the per-volume modification budget in a rolling
+	// 24 hours; 0 means DefaultModificationsPerDay, negative means no limit.
+	ModificationsPerDay int
+	// StickAttach, when set, is asked at every AttachVolume whether the new
+	// attachment should stay in "attaching" (the stuck-attach fault).
+	StickAttach func(volumeID string) bool
+	// Now is the clock; nil means time.Now. Tests set it to step time.
+	Now func() time.Time
+}
+
+// withDefaults fills in the defaults and validates the configuration.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Store == nil {
+		return cfg, errors.New("model: a disk store is required")
+	}
+	if cfg.Region == "" {
+		cfg.Region = DefaultRegion
+	}
+	if len(cfg.Zones) == 0 {
+		cfg.Zones = DefaultZones(cfg.Region)
+	}
+	if cfg.AccountID == "" {
+		cfg.AccountID = DefaultAccountID
+	}
+	if cfg.ModificationsPerDay == 0 {
+		cfg.ModificationsPerDay = DefaultModificationsPerDay
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.Instances = slices.Clone(cfg.Instances)
+	locals := 0
+	for i, spec := range cfg.Instances {
+		if spec.Type == "" {
+			cfg.Instances[i].Type = DefaultInstanceType
+		} else if _, ok := LookupInstanceType(spec.Type); !ok {
+			return cfg, fmt.Errorf("instance %d: unknown instance type %q (known: %v)", i, spec.Type, InstanceTypeNames())
+		}
+		if spec.Zone == "" {
+			cfg.Instances[i].Zone = cfg.Zones[0].Name
+		} else if _, ok := findZone(cfg.Zones, spec.Zone); !ok {
+			return cfg, fmt.Errorf("instance %d: zone %q is not one of the region's zones", i, spec.Zone)
+		}
+		if spec.ID != "" && !ValidInstanceID(spec.ID) {
+			return cfg, fmt.Errorf("instance %d: %q is not an instance ID (i- and 8 or 17 hex digits)", i, spec.ID)
+		}
+		if spec.NetworkInterfaces < 0 {
+			return cfg, fmt.Errorf("instance %d: negative number of network interfaces", i)
+		}
+		if spec.Local {
+			locals++
+		}
+	}
+	if locals > 1 {
+		return cfg, errors.New("more than one instance is marked local")
+	}
+	if locals == 0 && len(cfg.Instances) > 0 {
+		cfg.Instances[0].Local = true
+	}
+	return cfg, nil
+}
+
+// findZone looks a zone up by name.
+func findZone(zones []Zone, name string) (Zone, bool) {
+	for _, z := range zones {
+		if z.Name == name {
+			return z, true
+		}
+	}
+	return Zone{}, false
+}

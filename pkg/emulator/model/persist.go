@@ -1,0 +1,194 @@
+package model
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// stateFile is the name of the saved state under the data directory.
+const stateFile = "state.json"
+
+// stateVersion is bumped when the saved format changes incompatibly.
+const stateVersion = 1
+
+// state is everything the cloud remembers; it is saved whole after every
+// change.
+type state struct {
+	Version       int                      `json:"version"`
+	Instances     map[string]*Instance     `json:"instances"`
+	Volumes       map[string]*Volume       `json:"volumes"`
+	Snapshots     map[string]*Snapshot     `json:"snapshots"`
+	Modifications map[string]*Modification `json:"modifications"`
+	// ModificationStarts are the start times of each volume's modifications
+	// within the last day, for the rolling modification budget.
+	ModificationStarts map[string][]time.Time `json:"modificationStarts,omitempty"`
+	// Tokens are the ClientTokens of idempotent creations.
+	Tokens map[string]*clientToken `json:"tokens"`
+}
+
+// clientToken remembers what an idempotent request asked for and what it
+// made, so a retry gets the same answer and a reuse with other parameters
+// is refused.
+type clientToken struct {
+	Action    string   `json:"action"`
+	Request   string   `json:"request"`
+	VolumeIDs []string `json:"volumeIds"`
+	// Volumes are the volumes as first reported, answered again when a
+	// volume no longer exists.
+	Volumes []Volume `json:"volumes"`
+}
+
+func newState() *state {
+	return &state{
+		Version:            stateVersion,
+		Instances:          map[string]*Instance{},
+		Volumes:            map[string]*Volume{},
+		Snapshots:          map[string]*Snapshot{},
+		Modifications:      map[string]*Modification{},
+		ModificationStarts: map[string][]time.Time{},
+		Tokens:             map[string]*clientToken{},
+	}
+}
+
+func (st *state) marshal() ([]byte, error) {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("encode emulator state: %w", err)
+	}
+	return b, nil
+}
+
+// load reads the saved state, or starts empty when there is none.
+func (c *Cloud) load() (*state, error) {
+	if c.persist == nil {
+		return newState(), nil
+	}
+	b, err := os.ReadFile(c.persist.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return newState(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read emulator state: %w", err)
+	}
+	st := newState()
+	if err := json.Unmarshal(b, st); err != nil {
+		return nil, fmt.Errorf("decode emulator state %s: %w", c.persist.path, err)
+	}
+	if st.Version != stateVersion {
+		return nil, fmt.Errorf("emulator state %s has format version %d, this build reads %d", c.persist.path, st.Version, stateVersion)
+	}
+	// Maps missing from the file decode as nil; give them back their empty
+	// values so the rest of the model never checks.
+	fresh := newState()
+	if st.Instances == nil {
+		st.Instances = fresh.Instances
+	}
+	if st.Volumes == nil {
+		st.Volumes = fresh.Volumes
+	}
+	if st.Snapshots == nil {
+		st.Snapshots = fresh.Snapshots
+	}
+	if st.Modifications == nil {
+		st.Modifications = fresh.Modifications
+	}
+	if st.ModificationStarts == nil {
+		st.ModificationStarts = fresh.ModificationStarts
+	}
+	if st.Tokens == nil {
+		st.Tokens = fresh.Tokens
+	}
+	return st, nil
+}
+
+// persister writes the state atomically: a temporary file in the same
+// directory, fsync, rename over the old file, fsync of the directory. A
+// crash at any point leaves either the old or the new state, never a torn
+// one. Concurrent callers share writes (group commit): whoever writes takes
+// the newest queued state, and callers whose state it covers return.
+type persister struct {
+	path string
+
+	mu     sync.Mutex
+	latest []byte
+	queued uint64
+
+	writeMu sync.Mutex
+	written uint64
+}
+
+func newPersister(dir string) *persister {
+	return &persister{path: filepath.Join(dir, stateFile)}
+}
+
+// queue offers a newer state for the next write.
+func (p *persister) queue(data []byte) {
+	p.mu.Lock()
+	p.latest = data
+	p.queued++
+	p.mu.Unlock()
+}
+
+// flush returns once the newest state queued before the call is on disk.
+func (p *persister) flush() error {
+	p.mu.Lock()
+	want := p.queued
+	p.mu.Unlock()
+
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	if p.written >= want {
+		return nil
+	}
+	p.mu.Lock()
+	data, gen := p.latest, p.queued
+	p.mu.Unlock()
+	if err := writeAtomic(p.path, data); err != nil {
+		return err
+	}
+	p.written = gen
+	return nil
+}
+
+// writeAtomic replaces path with data crash-safely.
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	f, err := os.CreateTemp(dir, stateFile+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("save emulator state: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // a no-op once renamed
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("save emulator state: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("save emulator state: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("save emulator state: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("save emulator state: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync data dir: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync data dir: %w", err)
+	}
+	return nil
+}
