@@ -1,0 +1,153 @@
+package apimetrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// counterValue reads one counter of a vector.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// series counts the series a registry holds for one metric name.
+func series(t *testing.T, reg prometheus.Gatherer, name string) int {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			return len(f.GetMetric())
+		}
+	}
+	return 0
+}
+
+// send runs one request for op through a stack holding only the recorder,
+// with a transport that answers err.
+func send(t *testing.T, r *Recorder, ctx context.Context, op string, err error) {
+	t.Helper()
+	stack := middleware.NewStack(op, smithyhttp.NewStackRequest)
+	if e := r.AddMiddleware(stack); e != nil {
+		t.Fatal(e)
+	}
+	transport := middleware.HandlerFunc(func(context.Context, any) (any, middleware.Metadata, error) {
+		return nil, middleware.Metadata{}, err
+	})
+	ctx = awsmiddleware.SetOperationName(ctx, op)
+	_, _, got := middleware.DecorateHandler(transport, stack).Handle(ctx, nil)
+	if !errors.Is(got, err) {
+		t.Fatalf("middleware changed the error: %v", got)
+	}
+}
+
+func TestRecorderCounts(t *testing.T) {
+	throttle := &smithy.GenericAPIError{Code: "RequestLimitExceeded", Message: "slow down"}
+	notFound := &smithy.GenericAPIError{Code: "InvalidVolume.NotFound", Message: "no"}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name          string
+		ctx           context.Context
+		err           error
+		wantCode      string
+		wantThrottled bool
+	}{
+		{"success", context.Background(), nil, "", false},
+		{"API error", context.Background(), fmt.Errorf("wrapped: %w", notFound), "InvalidVolume.NotFound", false},
+		{"throttled", context.Background(), throttle, "RequestLimitExceeded", true},
+		{"cancelled", cancelled, context.Canceled, CodeCanceled, false},
+		{"no answer", context.Background(), errors.New("connection reset"), CodeConnection, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewPedanticRegistry()
+			r, err := NewRecorder(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			send(t, r, tc.ctx, "AttachVolume", tc.err)
+			send(t, r, context.Background(), "DescribeVolumes", nil)
+
+			if got := counterValue(t, r.requests.WithLabelValues("AttachVolume")); got != 1 {
+				t.Errorf("AttachVolume requests = %v, want 1", got)
+			}
+			if got := counterValue(t, r.requests.WithLabelValues("DescribeVolumes")); got != 1 {
+				t.Errorf("DescribeVolumes requests = %v, want 1", got)
+			}
+			wantErrors := 0
+			if tc.wantCode != "" {
+				wantErrors = 1
+				if got := counterValue(t, r.errors.WithLabelValues("AttachVolume", tc.wantCode)); got != 1 {
+					t.Errorf("errors{code=%s} = %v, want 1", tc.wantCode, got)
+				}
+			}
+			if got := series(t, reg, "diskplane_cloud_api_request_errors_total"); got != wantErrors {
+				t.Errorf("%d error series, want %d", got, wantErrors)
+			}
+			wantThrottles := 0
+			if tc.wantThrottled {
+				wantThrottles = 1
+			}
+			if got := series(t, reg, "diskplane_cloud_api_request_throttles_total"); got != wantThrottles {
+				t.Errorf("%d throttle series, want %d", got, wantThrottles)
+			}
+			if got := series(t, reg, "diskplane_cloud_api_request_duration_seconds"); got != 2 {
+				t.Errorf("%d latency series, want one per operation", got)
+			}
+		})
+	}
+}
+
+func TestMiddlewareRunsAfterRetry(t *testing.T) {
+	r, err := NewRecorder(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack := middleware.NewStack("op", smithyhttp.NewStackRequest)
+	if err := stack.Finalize.Add(retry.NewAttemptMiddleware(aws.NopRetryer{}, smithyhttp.RequestCloner), middleware.After); err != nil {
+		t.Fatal(err)
+	}
+	if err := stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("Signing", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+		return next.HandleFinalize(ctx, in)
+	}), middleware.After); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddMiddleware(stack); err != nil {
+		t.Fatal(err)
+	}
+	ids := stack.Finalize.List()
+	retryAt, oursAt := slices.Index(ids, "Retry"), slices.Index(ids, middlewareID)
+	if retryAt < 0 || oursAt != retryAt+1 {
+		t.Errorf("finalize order %v: the recorder must follow the retry middleware directly", ids)
+	}
+}
+
+func TestRegisterTwiceFails(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := NewRecorder(reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewRecorder(reg); err == nil {
+		t.Error("a second recorder on the same registry registered without error")
+	}
+}
