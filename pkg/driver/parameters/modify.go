@@ -17,6 +17,21 @@ type Modification struct {
 	SetTags map[string]string
 	// DeleteTags are tag keys to remove (tagDeletion_<N>), sorted.
 	DeleteTags []string
+
+	// iopsKey and throughputKey are the keys as the class spelled them, for messages.
+	iopsKey, throughputKey string
+}
+
+// CheckVolumeType refuses IOPS or throughput that the volume's type does
+// not have: the type the modification sets, else the volume's current type.
+// The controller calls it before changing anything, so a class that cannot
+// apply to this volume fails without a partial change.
+func (m *Modification) CheckVolumeType(current cloud.VolumeType) error {
+	t := m.Volume.Type
+	if t == "" {
+		t = current
+	}
+	return checkPerformance(t, m.iopsKey, m.Volume.IOPS, "", 0, m.throughputKey, m.Volume.Throughput)
 }
 
 // ChangesTags reports whether the modification touches tags.
@@ -30,7 +45,6 @@ const mutableKeys = "type, iops, throughput, tagSpecification_<N> and tagDeletio
 // use in tag templates.
 func (p *Parser) Modification(mutable map[string]string) (*Modification, error) {
 	m := &Modification{SetTags: map[string]string{}}
-	var iopsKey, throughputKey string
 	var data VolumeTemplateData
 	specs := map[string]string{}
 	deletions := map[string]string{}
@@ -40,10 +54,10 @@ func (p *Parser) Modification(mutable map[string]string) (*Modification, error) 
 		case strings.ToLower(KeyType):
 			m.Volume.Type, err = parseVolumeType(key, value)
 		case strings.ToLower(KeyIOPS):
-			iopsKey = key
+			m.iopsKey = key
 			m.Volume.IOPS, err = parsePositive(key, value)
 		case strings.ToLower(KeyThroughput):
-			throughputKey = key
+			m.throughputKey = key
 			m.Volume.Throughput, err = parsePositive(key, value)
 		case strings.ToLower(KeyPVCName):
 			data.PVCName = value
@@ -66,8 +80,8 @@ func (p *Parser) Modification(mutable map[string]string) (*Modification, error) 
 	if err != nil {
 		return nil, err
 	}
-	if t := m.Volume.Type; t != "" {
-		if err := checkPerformance(t, iopsKey, m.Volume.IOPS, "", 0, throughputKey, m.Volume.Throughput); err != nil {
+	if m.Volume.Type != "" {
+		if err := m.CheckVolumeType(""); err != nil {
 			return nil, err
 		}
 	}

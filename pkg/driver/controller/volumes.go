@@ -1,0 +1,212 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+
+	"github.com/diskplane/diskplane/pkg/cloud"
+	"github.com/diskplane/diskplane/pkg/inflight"
+)
+
+// Volume states in which a volume found by name is the one to return.
+const (
+	stateCreating  = "creating"
+	stateAvailable = "available"
+	stateInUse     = "in-use"
+	stateDeleting  = "deleting"
+	stateDeleted   = "deleted"
+)
+
+// CreateVolume provisions a volume for the request's name, or returns the
+// one an earlier attempt made. Everything about the request is checked
+// before the cloud is asked for anything, so bad input has no side effect.
+func (s *Service) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	name := req.GetName()
+	if err := checkName("volume", name); err != nil {
+		return nil, err
+	}
+	caps, err := checkCapabilities(req.GetVolumeCapabilities())
+	if err != nil {
+		return nil, err
+	}
+	params, err := s.params.Volume(req.GetParameters(), req.GetMutableParameters(), caps.fsType)
+	if err != nil {
+		return nil, invalidArgument("%v", err)
+	}
+	if caps.multiNode && params.Type != cloud.VolumeTypeIO2 {
+		return nil, invalidArgument("multi-node access needs volume type io2 (EBS multi-attach), not %s", params.Type)
+	}
+	if _, err := volumeSize(req.GetCapacityRange(), params.Type, 0); err != nil {
+		return nil, err
+	}
+	release, ok := s.inFlight.TryAcquire(inflight.VolumeName(name))
+	if !ok {
+		return nil, busy(inflight.VolumeName(name))
+	}
+	defer release()
+
+	opts := &cloud.CreateVolumeOptions{
+		Type:                    params.Type,
+		IOPS:                    params.IOPS,
+		IOPSPerGiB:              params.IOPSPerGB,
+		AllowIOPSPerGiBIncrease: params.AllowAutoIOPSPerGBIncrease,
+		Throughput:              params.Throughput,
+		Encrypted:               params.Encrypted,
+		KMSKeyID:                params.KMSKeyID,
+		MultiAttach:             caps.multiNode,
+		Tags:                    params.Tags,
+	}
+	where := place(name, req.GetAccessibilityRequirements())
+	sourceGiB, err := s.resolveSource(ctx, req.GetVolumeContentSource(), &where, opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.SizeGiB, err = volumeSize(req.GetCapacityRange(), params.Type, sourceGiB); err != nil {
+		return nil, err
+	}
+	opts.Zone, opts.ZoneID = where.zone, where.zoneID
+
+	vol, err := s.existingVolume(ctx, name, req.GetCapacityRange(), where, opts)
+	if err != nil {
+		return nil, err
+	}
+	if vol == nil {
+		if vol, err = s.cloud.CreateVolume(ctx, name, opts); err != nil {
+			return nil, failed(err, "create volume %q", name)
+		}
+		klog.V(2).InfoS("Created volume", "name", name, "volumeID", vol.ID, "zone", vol.Zone,
+			"sizeGiB", vol.SizeGiB, "type", vol.Type)
+	}
+	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
+		VolumeId:           vol.ID,
+		CapacityBytes:      int64(vol.SizeGiB) * GiB,
+		VolumeContext:      params.Context,
+		ContentSource:      req.GetVolumeContentSource(),
+		AccessibleTopology: volumeTopology(vol),
+	}}, nil
+}
+
+// resolveSource checks a snapshot or volume to restore or clone from, sets
+// it in opts, and returns its size in GiB (the new volume's minimum). A clone
+// is made in its source's zone, which must satisfy the request's topology.
+func (s *Service) resolveSource(ctx context.Context, src *csi.VolumeContentSource, where *placement, opts *cloud.CreateVolumeOptions) (int64, error) {
+	switch {
+	case src == nil:
+		return 0, nil
+	case src.GetSnapshot() != nil:
+		id := src.GetSnapshot().GetSnapshotId()
+		if err := requireID("source snapshot ID", id); err != nil {
+			return 0, err
+		}
+		snap, err := s.cloud.GetSnapshot(ctx, id)
+		if err != nil {
+			return 0, failed(err, "source snapshot %s", id)
+		}
+		if !snap.Ready {
+			// A snapshot that is still being taken cannot be restored yet;
+			// wait for it within the caller's deadline (a retry waits on).
+			if snap, err = s.cloud.WaitForSnapshot(ctx, id); err != nil {
+				return 0, failed(err, "wait for source snapshot %s", id)
+			}
+		}
+		if !snap.Ready {
+			return 0, invalidArgument("source snapshot %s is in state %s and cannot be restored", id, snap.State)
+		}
+		opts.SnapshotID = id
+		return int64(snap.SizeGiB), nil
+	case src.GetVolume() != nil:
+		id := src.GetVolume().GetVolumeId()
+		if err := requireID("source volume ID", id); err != nil {
+			return 0, err
+		}
+		vol, err := s.cloud.GetVolume(ctx, id)
+		if err != nil {
+			return 0, failed(err, "source volume %s", id)
+		}
+		if !where.allows(vol.Zone, vol.ZoneID) {
+			return 0, status.Errorf(codes.ResourceExhausted,
+				"source volume %s is in zone %s, outside the requested topology; a clone is made in its source's zone", id, vol.Zone)
+		}
+		where.zone, where.zoneID = vol.Zone, ""
+		opts.SourceVolumeID = id
+		return int64(vol.SizeGiB), nil
+	default:
+		return 0, invalidArgument("volume content source names neither a snapshot nor a volume")
+	}
+}
+
+// existingVolume returns the volume an earlier attempt created for name when
+// it is ready and matches the request, nil when a new one must be created
+// (or an earlier attempt's volume is still being created, which the cloud's
+// idempotent CreateVolume then waits for), and AlreadyExists when a volume
+// of that name exists with other properties.
+func (s *Service) existingVolume(ctx context.Context, name string, r *csi.CapacityRange, where placement, opts *cloud.CreateVolumeOptions) (*cloud.Volume, error) {
+	vol, err := s.cloud.GetVolumeByName(ctx, name)
+	if errors.Is(err, cloud.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, failed(err, "look up volume %q", name)
+	}
+	if vol.State != stateAvailable && vol.State != stateInUse {
+		return nil, nil
+	}
+	if why := incompatibility(vol, r, where, opts); why != "" {
+		return nil, status.Errorf(codes.AlreadyExists, "volume %q already exists as %s, but %s", name, vol.ID, why)
+	}
+	klog.V(4).InfoS("Found the volume an earlier request created", "name", name, "volumeID", vol.ID)
+	return vol, nil
+}
+
+// incompatibility says how an existing volume differs from what a request
+// asks for, or "" when it is what the request would create.
+func incompatibility(vol *cloud.Volume, r *csi.CapacityRange, where placement, opts *cloud.CreateVolumeOptions) string {
+	switch {
+	case !fitsRange(vol.SizeGiB, r):
+		return fmt.Sprintf("its size %d GiB is outside the requested capacity range", vol.SizeGiB)
+	case vol.Type != "" && vol.Type != opts.Type:
+		return fmt.Sprintf("it is of type %s, not %s", vol.Type, opts.Type)
+	case vol.SnapshotID != opts.SnapshotID:
+		return "it was not restored from the requested snapshot"
+	case vol.SourceVolumeID != opts.SourceVolumeID:
+		return "it was not cloned from the requested volume"
+	case !where.allows(vol.Zone, vol.ZoneID):
+		return fmt.Sprintf("it is in zone %s, outside the requested topology", vol.Zone)
+	case vol.MultiAttach != opts.MultiAttach:
+		return "its multi-attach setting differs"
+	case opts.Encrypted && !vol.Encrypted:
+		return "it is not encrypted"
+	}
+	return ""
+}
+
+// DeleteVolume deletes a volume. A volume that does not exist (any more) is
+// success; one still attached somewhere is FailedPrecondition.
+func (s *Service) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	id := req.GetVolumeId()
+	if err := requireID("volume ID", id); err != nil {
+		return nil, err
+	}
+	key := inflight.Volume(id)
+	release, ok := s.inFlight.TryAcquire(key)
+	if !ok {
+		return nil, busy(key)
+	}
+	defer release()
+	err := s.cloud.DeleteVolume(ctx, id)
+	switch {
+	case errors.Is(err, cloud.ErrNotFound):
+		klog.V(4).InfoS("Volume to delete does not exist", "volumeID", id)
+	case err != nil:
+		return nil, failed(err, "delete volume %s", id)
+	default:
+		klog.V(2).InfoS("Deleted volume", "volumeID", id)
+	}
+	return &csi.DeleteVolumeResponse{}, nil
+}
