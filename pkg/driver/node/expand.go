@@ -1,0 +1,139 @@
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+
+	"github.com/diskplane/diskplane/pkg/mounter"
+)
+
+// NodeExpandVolume grows the filesystem of a mounted volume to the size of
+// its device, online, after the controller grew the volume (EC2
+// ModifyVolume). For a block volume there is nothing to grow. Either way the
+// capacity returned is the device's size as measured now.
+func (s *Service) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
+	volumeID, volumePath := req.GetVolumeId(), req.GetVolumePath()
+	if err := checkVolumeID(volumeID); err != nil {
+		return nil, err
+	}
+	if err := checkPath("volume path", volumePath); err != nil {
+		return nil, err
+	}
+	if staging := req.GetStagingTargetPath(); staging != "" {
+		if err := checkPath("staging target path", staging); err != nil {
+			return nil, err
+		}
+	}
+	block := false
+	if c := req.GetVolumeCapability(); c != nil {
+		var err error
+		if block, err = checkCapability(c); err != nil {
+			return nil, err
+		}
+	}
+	release, err := s.acquire(volumeID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	if err := s.requireMounted(volumeID, volumePath); err != nil {
+		return nil, err
+	}
+	if !block {
+		if block, err = s.os.IsBlockDevice(volumePath); err != nil {
+			return nil, status.Errorf(codes.Internal, "check %s: %v", volumePath, err)
+		}
+	}
+	device := volumePath
+	if !block {
+		if device, err = s.os.MountedDevice(volumePath); err != nil || device == "" {
+			return nil, status.Errorf(codes.Internal, "find the device mounted at %s: %v", volumePath, err)
+		}
+		if err := s.os.VerifyDevice(volumeID, device); err != nil {
+			return nil, osError(ctx, fmt.Sprintf("check the device at %s", volumePath), err)
+		}
+		if err := s.growFilesystem(device, volumePath); err != nil {
+			return nil, osError(ctx, fmt.Sprintf("grow the filesystem of volume %s", volumeID), err)
+		}
+	}
+	size, err := s.os.DeviceSize(device)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "measure volume %s: %v", volumeID, err)
+	}
+	if required := req.GetCapacityRange().GetRequiredBytes(); size < required {
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"volume %s is %d bytes on this node, less than the %d requested: the volume's modification has not reached the device yet", volumeID, size, required)
+	}
+	klog.V(2).InfoS("Expanded volume", "volumeID", volumeID, "volumePath", volumePath, "block", block, "bytes", size)
+	return &csi.NodeExpandVolumeResponse{CapacityBytes: size}, nil
+}
+
+// requireMounted answers NotFound unless path is a mount point of this
+// node: an unmounted directory is not a volume, and measuring it would
+// report the node's root filesystem.
+func (s *Service) requireMounted(volumeID, path string) error {
+	exists, err := s.os.PathExists(path)
+	if err != nil {
+		return status.Errorf(codes.Internal, "check %s: %v", path, err)
+	}
+	if !exists {
+		return status.Errorf(codes.NotFound, "volume %s: path %s does not exist", volumeID, path)
+	}
+	mounted, err := s.os.IsMountPoint(path)
+	if err != nil {
+		return status.Errorf(codes.Internal, "check whether %s is mounted: %v", path, err)
+	}
+	if !mounted {
+		return status.Errorf(codes.NotFound, "volume %s: %s is not a mounted volume", volumeID, path)
+	}
+	return nil
+}
+
+// NodeGetVolumeStats reports the capacity and use of a published or staged
+// volume: bytes and inodes for a filesystem, the size for a block device.
+func (s *Service) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	volumeID, volumePath := req.GetVolumeId(), req.GetVolumePath()
+	if err := checkVolumeID(volumeID); err != nil {
+		return nil, err
+	}
+	if err := checkPath("volume path", volumePath); err != nil {
+		return nil, err
+	}
+	if staging := req.GetStagingTargetPath(); staging != "" {
+		if err := checkPath("staging target path", staging); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.requireMounted(volumeID, volumePath); err != nil {
+		return nil, err
+	}
+	block, err := s.os.IsBlockDevice(volumePath)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "check %s: %v", volumePath, err)
+	}
+	if block {
+		size, err := s.os.DeviceSize(volumePath)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "measure block volume %s: %v", volumeID, err)
+		}
+		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{{Unit: csi.VolumeUsage_BYTES, Total: size}}}, nil
+	}
+	st, err := s.os.FilesystemStats(volumePath)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "measure volume %s: %v", volumeID, err)
+	}
+	return &csi.NodeGetVolumeStatsResponse{Usage: usage(st)}, nil
+}
+
+func usage(st mounter.Stats) []*csi.VolumeUsage {
+	return []*csi.VolumeUsage{
+		{Unit: csi.VolumeUsage_BYTES, Total: st.TotalBytes, Available: st.AvailableBytes, Used: st.UsedBytes},
+		{Unit: csi.VolumeUsage_INODES, Total: st.TotalInodes, Available: st.FreeInodes, Used: st.UsedInodes},
+	}
+}

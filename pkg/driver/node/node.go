@@ -1,0 +1,164 @@
+// Package node is Diskplane's CSI Node service: it turns an EBS volume that
+// the controller attached to this instance into a mounted filesystem (or a
+// raw block device) inside a pod, grows it when the volume grows, and
+// reports its usage and the node's identity and attachment limit.
+//
+// It is the code that must never lose data, so every step that writes looks
+// first: a device is used only after the kernel shows it is the requested
+// volume, formatted only when it holds nothing, and every RPC checks what is
+// already mounted before it acts, which also makes each of them idempotent.
+// The service reaches the OS only through mounter.Mounter and needs no cloud
+// credentials.
+package node
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"k8s.io/klog/v2"
+
+	"github.com/diskplane/diskplane/pkg/cloud/limits"
+	"github.com/diskplane/diskplane/pkg/cloud/metadata"
+	"github.com/diskplane/diskplane/pkg/inflight"
+	"github.com/diskplane/diskplane/pkg/mounter"
+)
+
+// Topology keys the node reports. The zone key is the one volumes carry, so
+// the scheduler places pods where their volumes are; the OS key lets a
+// StorageClass or the scheduler keep Linux volumes off Windows nodes. The
+// zone ID key (topology.k8s.aws/zone-id) is deliberately not a node key: it
+// is accepted only when provisioning.
+const (
+	ZoneTopologyKey = "topology.kubernetes.io/zone"
+	OSTopologyKey   = "kubernetes.io/os"
+)
+
+// Config is what a node service is built from.
+type Config struct {
+	// Instance is this node's identity, from pkg/cloud/metadata.
+	Instance *metadata.Instance
+	// Mounter is the node's OS.
+	Mounter mounter.Mounter
+	// VolumeAttachLimit, when positive, is reported as MaxVolumesPerNode as
+	// it is, overriding everything the node would compute.
+	VolumeAttachLimit int
+	// ReservedVolumeAttachments, when zero or more, is the number of
+	// attachment slots taken by volumes the driver does not manage (root
+	// volume included), replacing the count from the instance's block device
+	// mappings. Negative means count them.
+	ReservedVolumeAttachments int
+}
+
+// Service is the CSI Node service.
+type Service struct {
+	csi.UnimplementedNodeServer
+
+	os       mounter.Mounter
+	instance metadata.Instance
+	attach   int
+	reserved int
+	inFlight inflight.Set
+}
+
+// New checks the configuration and returns the node service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Mounter == nil {
+		return nil, errors.New("node service needs a mounter")
+	}
+	if cfg.Instance == nil || cfg.Instance.ID == "" {
+		return nil, errors.New("node service needs the instance ID (the CSI node ID)")
+	}
+	if cfg.Instance.Zone == "" {
+		return nil, errors.New("node service needs the instance's availability zone for topology")
+	}
+	return &Service{
+		os:       cfg.Mounter,
+		instance: *cfg.Instance,
+		attach:   cfg.VolumeAttachLimit,
+		reserved: cfg.ReservedVolumeAttachments,
+	}, nil
+}
+
+// nodeCapabilities are the node RPCs this service implements.
+var nodeCapabilities = []csi.NodeServiceCapability_RPC_Type{
+	csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
+	csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
+	csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
+	csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+}
+
+// NodeGetCapabilities lists the optional node RPCs this service implements.
+func (s *Service) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
+	caps := make([]*csi.NodeServiceCapability, 0, len(nodeCapabilities))
+	for _, c := range nodeCapabilities {
+		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{
+			Rpc: &csi.NodeServiceCapability_RPC{Type: c}}})
+	}
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
+}
+
+// PluginCapabilities tells Identity that this plugin reports topology, so
+// the provisioner creates volumes in the zone of the pod's node.
+func (s *Service) PluginCapabilities() []*csi.PluginCapability {
+	return []*csi.PluginCapability{{Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{
+		Type: csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS,
+	}}}}
+}
+
+// NodeGetInfo names the node by its instance ID, places it in its zone and
+// says how many more volumes can be attached to it.
+func (s *Service) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	return &csi.NodeGetInfoResponse{
+		NodeId:            s.instance.ID,
+		MaxVolumesPerNode: int64(s.maxVolumes()),
+		AccessibleTopology: &csi.Topology{Segments: map[string]string{
+			ZoneTopologyKey: s.instance.Zone,
+			OSTopologyKey:   runtime.GOOS,
+		}},
+	}, nil
+}
+
+// maxVolumes is the instance type's attachment limit less the slots the
+// instance already uses for other things, unless the operator set it.
+func (s *Service) maxVolumes() int {
+	if s.attach > 0 {
+		return s.attach
+	}
+	limit := limits.ForInstanceType(s.instance.Type)
+	usage := limits.Usage{
+		Volumes:           s.reserved,
+		NetworkInterfaces: s.instance.NetworkInterfaces,
+	}
+	if usage.Volumes < 0 {
+		usage.Volumes = 1 + countMappings(s.instance.BlockDeviceMappings, "ebs") // the root volume and launch-time EBS volumes
+	}
+	ephemeral := countMappings(s.instance.BlockDeviceMappings, "ephemeral")
+	nvme, err := s.os.InstanceStoreVolumes()
+	if err != nil {
+		// Counting nothing errs high by at most the instance store volumes of
+		// the type; refusing to report a limit would keep the node unusable.
+		klog.ErrorS(err, "Could not count NVMe instance store volumes; assuming none")
+	}
+	usage.InstanceStoreVolumes = max(ephemeral, nvme)
+	n := limit.Available(usage)
+	klog.V(2).InfoS("Computed attachment limit", "instanceType", s.instance.Type, "slots", limit.Slots,
+		"kind", limit.Kind, "volumesInUse", usage.Volumes, "networkInterfaces", usage.NetworkInterfaces,
+		"instanceStoreVolumes", usage.InstanceStoreVolumes, "maxVolumesPerNode", n)
+	return n
+}
+
+// countMappings counts the block device mappings whose name starts with
+// prefix: "ebs1", "ebs2", … are EBS volumes attached at launch, "ephemeral0",
+// … instance store volumes.
+func countMappings(mappings map[string]string, prefix string) int {
+	n := 0
+	for name := range mappings {
+		if strings.HasPrefix(name, prefix) {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,130 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+
+	"github.com/diskplane/diskplane/pkg/driver/volumecontext"
+)
+
+// NodePublishVolume makes the volume visible to one pod: it bind-mounts the
+// staged filesystem onto the target directory, or, for a block volume, the
+// verified device node onto a file at the target. A target that is already
+// mounted means the volume is published; a corrupted one is made again.
+func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	volumeID, target, staging := req.GetVolumeId(), req.GetTargetPath(), req.GetStagingTargetPath()
+	if err := checkVolumeID(volumeID); err != nil {
+		return nil, err
+	}
+	if err := checkPath("target path", target); err != nil {
+		return nil, err
+	}
+	block, err := checkCapability(req.GetVolumeCapability())
+	if err != nil {
+		return nil, err
+	}
+	if !block {
+		if err := checkPath("staging target path", staging); err != nil {
+			return nil, err
+		}
+	}
+	options := publishMountOptions(req.GetReadonly(), req.GetVolumeCapability().GetMount().GetMountFlags())
+	release, err := s.acquire(volumeID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	if block {
+		return s.publishBlock(ctx, req, options)
+	}
+	staged, err := s.os.IsMountPoint(staging)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, status.Errorf(codes.Internal, "check whether volume %s is staged at %s: %v", volumeID, staging, err)
+	}
+	if !staged {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s; stage it first", volumeID, staging)
+	}
+	mounted, err := s.prepareMountPoint(target, s.os.MakeDir)
+	if err != nil {
+		return nil, err
+	}
+	if mounted {
+		klog.V(4).InfoS("Volume already published", "volumeID", volumeID, "targetPath", target)
+		return &csi.NodePublishVolumeResponse{}, nil
+	}
+	if err := s.os.BindMount(staging, target, options); err != nil {
+		return nil, osError(ctx, fmt.Sprintf("publish volume %s at %s", volumeID, target), err)
+	}
+	klog.V(2).InfoS("Published volume", "volumeID", volumeID, "targetPath", target, "readOnly", req.GetReadonly())
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// publishBlock bind-mounts the volume's device node onto a file at the
+// target path.
+func (s *Service) publishBlock(ctx context.Context, req *csi.NodePublishVolumeRequest, options []string) (*csi.NodePublishVolumeResponse, error) {
+	volumeID, target := req.GetVolumeId(), req.GetTargetPath()
+	device, err := s.os.FindDevice(ctx, volumeID, req.GetPublishContext()[volumecontext.DevicePathKey])
+	if err != nil {
+		return nil, osError(ctx, fmt.Sprintf("find the device of volume %s", volumeID), err)
+	}
+	mounted, err := s.prepareMountPoint(target, s.os.MakeFile)
+	if err != nil {
+		return nil, err
+	}
+	if mounted {
+		klog.V(4).InfoS("Block volume already published", "volumeID", volumeID, "targetPath", target)
+		return &csi.NodePublishVolumeResponse{}, nil
+	}
+	if err := s.os.BindMount(device, target, options); err != nil {
+		return nil, osError(ctx, fmt.Sprintf("publish block volume %s at %s", volumeID, target), err)
+	}
+	klog.V(2).InfoS("Published block volume", "volumeID", volumeID, "device", device, "targetPath", target, "readOnly", req.GetReadonly())
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// publishMountOptions are the bind options: read-only when asked, plus the
+// capability's mount flags.
+func publishMountOptions(readOnly bool, flags []string) []string {
+	var options []string
+	if readOnly {
+		options = append(options, "ro")
+	}
+	for _, f := range flags {
+		if !slices.Contains(options, f) {
+			options = append(options, f)
+		}
+	}
+	return options
+}
+
+// NodeUnpublishVolume unmounts the target and removes the directory or file
+// the publish created there. A target that is gone means the work is done.
+func (s *Service) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	volumeID, target := req.GetVolumeId(), req.GetTargetPath()
+	if err := checkVolumeID(volumeID); err != nil {
+		return nil, err
+	}
+	if err := checkPath("target path", target); err != nil {
+		return nil, err
+	}
+	release, err := s.acquire(volumeID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	if err := s.os.CleanupMountPoint(target); err != nil {
+		return nil, osError(ctx, fmt.Sprintf("unpublish volume %s from %s", volumeID, target), err)
+	}
+	klog.V(2).InfoS("Unpublished volume", "volumeID", volumeID, "targetPath", target)
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}

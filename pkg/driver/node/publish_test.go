@@ -1,0 +1,205 @@
+package node
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+)
+
+// staged puts the fake in the state a successful NodeStageVolume leaves.
+func staged(f *fakeOS) {
+	f.formats[volDev] = "ext4"
+	f.fsSizes[volDev] = gib
+	f.paths[staging] = "dir"
+	f.mounts[staging] = fakeMount{source: volDev, fsType: "ext4"}
+}
+
+func TestNodePublishVolume(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(f *fakeOS)
+		req   func() *csi.NodePublishVolumeRequest
+		code  codes.Code
+		want  []string
+	}{
+		{
+			name:  "bind mounts the staging path onto a new target directory",
+			setup: staged,
+			req:   func() *csi.NodePublishVolumeRequest { return publishReq(mountCap("ext4")) },
+			want:  []string{"MakeDir " + target, "bind -o  " + staging + " " + target},
+		},
+		{
+			name:  "read-only with mount flags",
+			setup: staged,
+			req: func() *csi.NodePublishVolumeRequest {
+				r := publishReq(mountCap("ext4", "noexec", "ro"))
+				r.Readonly = true
+				return r
+			},
+			want: []string{"MakeDir " + target, "bind -o ro,noexec " + staging + " " + target},
+		},
+		{
+			name: "existing target directory is used",
+			setup: func(f *fakeOS) {
+				staged(f)
+				f.paths[target] = "dir"
+			},
+			req:  func() *csi.NodePublishVolumeRequest { return publishReq(mountCap("ext4")) },
+			want: []string{"bind -o  " + staging + " " + target},
+		},
+		{
+			name: "already published: nothing to do",
+			setup: func(f *fakeOS) {
+				staged(f)
+				f.paths[target] = "dir"
+				f.mounts[target] = fakeMount{source: staging}
+			},
+			req: func() *csi.NodePublishVolumeRequest { return publishReq(mountCap("ext4")) },
+		},
+		{
+			name: "corrupted target mount is unmounted and bound again",
+			setup: func(f *fakeOS) {
+				staged(f)
+				f.paths[target] = "dir"
+				f.corrupted[target] = true
+			},
+			req:  func() *csi.NodePublishVolumeRequest { return publishReq(mountCap("ext4")) },
+			want: []string{"umount " + target, "bind -o  " + staging + " " + target},
+		},
+		{
+			name: "not staged",
+			req:  func() *csi.NodePublishVolumeRequest { return publishReq(mountCap("ext4")) },
+			code: codes.FailedPrecondition,
+		},
+		{
+			name:  "staging directory exists but nothing is mounted there",
+			setup: func(f *fakeOS) { f.paths[staging] = "dir" },
+			req:   func() *csi.NodePublishVolumeRequest { return publishReq(mountCap("ext4")) },
+			code:  codes.FailedPrecondition,
+		},
+		{
+			name: "block: the device node is bound onto a new file",
+			req:  func() *csi.NodePublishVolumeRequest { return publishReq(blockCap()) },
+			want: []string{"MakeFile " + target, "bind -o  " + volDev + " " + target},
+		},
+		{
+			name: "block read-only, multi-attach",
+			req: func() *csi.NodePublishVolumeRequest {
+				r := publishReq(withMode(blockCap(), csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER))
+				r.Readonly = true
+				return r
+			},
+			want: []string{"MakeFile " + target, "bind -o ro " + volDev + " " + target},
+		},
+		{
+			name: "block needs no staging path",
+			req: func() *csi.NodePublishVolumeRequest {
+				r := publishReq(blockCap())
+				r.StagingTargetPath = ""
+				return r
+			},
+			want: []string{"MakeFile " + target, "bind -o  " + volDev + " " + target},
+		},
+		{
+			name: "block already published",
+			setup: func(f *fakeOS) {
+				f.paths[target] = "file"
+				f.mounts[target] = fakeMount{source: volDev}
+			},
+			req: func() *csi.NodePublishVolumeRequest { return publishReq(blockCap()) },
+		},
+		{
+			name:  "block device not found",
+			setup: func(f *fakeOS) { delete(f.devices, volID) },
+			req:   func() *csi.NodePublishVolumeRequest { return publishReq(blockCap()) },
+			code:  codes.NotFound,
+		},
+		{
+			name:  "block device of another volume is refused",
+			setup: func(f *fakeOS) { f.wrongDevice[volID] = true },
+			req:   func() *csi.NodePublishVolumeRequest { return publishReq(blockCap()) },
+			code:  codes.FailedPrecondition,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, f := newTestService(t)
+			if tc.setup != nil {
+				tc.setup(f)
+			}
+			_, err := s.NodePublishVolume(context.Background(), tc.req())
+			wantCode(t, err, tc.code)
+			if !reflect.DeepEqual(f.calls, tc.want) {
+				t.Fatalf("OS calls:\n got %q\nwant %q", f.calls, tc.want)
+			}
+		})
+	}
+}
+
+func TestNodeUnpublishVolume(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(f *fakeOS)
+		want  []string
+	}{
+		{
+			name: "mounted directory: unmounted and removed",
+			setup: func(f *fakeOS) {
+				f.paths[target] = "dir"
+				f.mounts[target] = fakeMount{source: staging}
+			},
+			want: []string{"umount " + target, "remove " + target},
+		},
+		{
+			name: "block file: unmounted and removed",
+			setup: func(f *fakeOS) {
+				f.paths[target] = "file"
+				f.mounts[target] = fakeMount{source: volDev}
+			},
+			want: []string{"umount " + target, "remove " + target},
+		},
+		{name: "left over directory is removed", setup: func(f *fakeOS) { f.paths[target] = "dir" }, want: []string{"remove " + target}},
+		{name: "gone: done"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, f := newTestService(t)
+			if tc.setup != nil {
+				tc.setup(f)
+			}
+			_, err := s.NodeUnpublishVolume(context.Background(), &csi.NodeUnpublishVolumeRequest{VolumeId: volID, TargetPath: target})
+			wantCode(t, err, codes.OK)
+			if !reflect.DeepEqual(f.calls, tc.want) {
+				t.Fatalf("OS calls:\n got %q\nwant %q", f.calls, tc.want)
+			}
+		})
+	}
+}
+
+// TestPublishTwice checks that a repeated publish and a repeated unpublish
+// each act once.
+func TestPublishTwice(t *testing.T) {
+	s, f := newTestService(t)
+	staged(f)
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		_, err := s.NodePublishVolume(ctx, publishReq(mountCap("ext4")))
+		wantCode(t, err, codes.OK)
+	}
+	for i := 0; i < 2; i++ {
+		_, err := s.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: volID, TargetPath: target})
+		wantCode(t, err, codes.OK)
+	}
+	if n := len(f.recorded("bind")); n != 1 {
+		t.Fatalf("bound %d times, want once", n)
+	}
+	if n := len(f.recorded("umount")); n != 1 {
+		t.Fatalf("unmounted %d times, want once", n)
+	}
+	if _, mounted := f.mountedAt(staging); !mounted {
+		t.Fatal("unpublish must not touch the staging mount")
+	}
+}

@@ -1,0 +1,172 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+
+	"github.com/diskplane/diskplane/pkg/driver/volumecontext"
+	"github.com/diskplane/diskplane/pkg/mounter"
+)
+
+// NodeStageVolume finds the volume's device, proves it is the volume,
+// formats it if (and only if) it is blank, mounts it at the staging path and
+// grows the filesystem if the volume was expanded while detached. A block
+// volume needs none of this: it is bind-mounted straight from the device at
+// publish time.
+func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+	volumeID, staging := req.GetVolumeId(), req.GetStagingTargetPath()
+	if err := checkVolumeID(volumeID); err != nil {
+		return nil, err
+	}
+	if err := checkPath("staging target path", staging); err != nil {
+		return nil, err
+	}
+	block, err := checkCapability(req.GetVolumeCapability())
+	if err != nil {
+		return nil, err
+	}
+	if block {
+		return &csi.NodeStageVolumeResponse{}, nil
+	}
+	fsType, format, err := filesystemOf(req.GetVolumeCapability(), req.GetVolumeContext())
+	if err != nil {
+		return nil, err
+	}
+	release, err := s.acquire(volumeID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	device, err := s.os.FindDevice(ctx, volumeID, req.GetPublishContext()[volumecontext.DevicePathKey])
+	if err != nil {
+		return nil, osError(ctx, fmt.Sprintf("find the device of volume %s", volumeID), err)
+	}
+	mounted, err := s.prepareMountPoint(staging, s.os.MakeDir)
+	if err != nil {
+		return nil, err
+	}
+	if mounted {
+		current, err := s.os.MountedDevice(staging)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "read what is mounted at %s: %v", staging, err)
+		}
+		if current != device {
+			return nil, status.Errorf(codes.FailedPrecondition,
+				"staging path %s already holds %s, not %s (the device of volume %s)", staging, current, device, volumeID)
+		}
+		klog.V(4).InfoS("Volume already staged", "volumeID", volumeID, "device", device, "stagingPath", staging)
+	} else {
+		options := stageMountOptions(fsType, req.GetVolumeCapability().GetMount().GetMountFlags())
+		if err := s.os.FormatAndMount(device, staging, fsType, format.MkfsArgs(fsType), options); err != nil {
+			return nil, osError(ctx, fmt.Sprintf("mount volume %s (%s) at %s", volumeID, device, staging), err)
+		}
+		klog.V(2).InfoS("Staged volume", "volumeID", volumeID, "device", device, "fsType", fsType, "stagingPath", staging)
+	}
+	// Grow the filesystem if the volume was expanded while it was detached.
+	// Also done for a volume staged already, so a stage that failed here
+	// completes on retry.
+	if err := s.growFilesystem(device, staging); err != nil {
+		return nil, osError(ctx, fmt.Sprintf("grow the filesystem of volume %s", volumeID), err)
+	}
+	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// stageMountOptions are the capability's mount flags, plus nouuid for xfs:
+// a clone or a restored snapshot has the same filesystem UUID as its source,
+// and xfs refuses to mount a second filesystem with a UUID already mounted.
+func stageMountOptions(fsType string, flags []string) []string {
+	options := slices.Clone(flags)
+	if fsType == volumecontext.FSTypeXFS && !slices.Contains(options, "nouuid") {
+		options = append(options, "nouuid")
+	}
+	return options
+}
+
+func (s *Service) growFilesystem(device, mountPath string) error {
+	need, err := s.os.NeedResize(device, mountPath)
+	if err != nil || !need {
+		return err
+	}
+	if err := s.os.Resize(device, mountPath); err != nil {
+		return err
+	}
+	klog.V(4).InfoS("Checked filesystem size against its device", "device", device, "mountPath", mountPath)
+	return nil
+}
+
+// prepareMountPoint makes sure path exists (creating it with create) and
+// reports whether something is mounted there. A corrupted mount (its
+// backing gone: stale handle, transport endpoint not connected) is
+// unmounted first, so it is made again.
+func (s *Service) prepareMountPoint(path string, create func(string) error) (bool, error) {
+	exists, err := s.os.PathExists(path)
+	if err != nil {
+		if !mounter.IsCorruptedMount(err) {
+			return false, status.Errorf(codes.Internal, "check %s: %v", path, err)
+		}
+		klog.InfoS("Unmounting corrupted mount to mount it again", "path", path, "err", err)
+		if err := s.os.Unmount(path); err != nil {
+			return false, status.Errorf(codes.Internal, "unmount corrupted mount at %s: %v", path, err)
+		}
+		exists = true
+	}
+	if !exists {
+		if err := create(path); err != nil {
+			return false, status.Errorf(codes.Internal, "create %s: %v", path, err)
+		}
+		return false, nil
+	}
+	mounted, err := s.os.IsMountPoint(path)
+	if err != nil {
+		return false, status.Errorf(codes.Internal, "check whether %s is mounted: %v", path, err)
+	}
+	return mounted, nil
+}
+
+// NodeUnstageVolume unmounts the staging path. The directory itself
+// belongs to the CO, which removes it; a path that is gone or not mounted
+// means the work is done.
+func (s *Service) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
+	volumeID, staging := req.GetVolumeId(), req.GetStagingTargetPath()
+	if err := checkVolumeID(volumeID); err != nil {
+		return nil, err
+	}
+	if err := checkPath("staging target path", staging); err != nil {
+		return nil, err
+	}
+	release, err := s.acquire(volumeID)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+
+	exists, err := s.os.PathExists(staging)
+	switch {
+	case err != nil && mounter.IsCorruptedMount(err):
+		// Unmount below.
+	case err != nil:
+		return nil, status.Errorf(codes.Internal, "check %s: %v", staging, err)
+	case !exists:
+		return &csi.NodeUnstageVolumeResponse{}, nil
+	default:
+		mounted, err := s.os.IsMountPoint(staging)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "check whether %s is mounted: %v", staging, err)
+		}
+		if !mounted {
+			return &csi.NodeUnstageVolumeResponse{}, nil
+		}
+	}
+	if err := s.os.Unmount(staging); err != nil {
+		return nil, status.Errorf(codes.Internal, "unstage volume %s: %v", volumeID, err)
+	}
+	klog.V(2).InfoS("Unstaged volume", "volumeID", volumeID, "stagingPath", staging)
+	return &csi.NodeUnstageVolumeResponse{}, nil
+}

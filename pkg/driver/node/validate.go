@@ -1,0 +1,140 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/diskplane/diskplane/pkg/driver/volumecontext"
+	"github.com/diskplane/diskplane/pkg/inflight"
+	"github.com/diskplane/diskplane/pkg/mounter"
+)
+
+// volumeIDPattern is an EC2 volume ID: "vol-" and 8 (old format) or 17 (new
+// format) hexadecimal digits on AWS; other EC2-compatible clouds use other
+// lengths and upper case, so any 8 to 32 letters and digits are accepted.
+// The ID ends up in a device link name, so nothing else is.
+var volumeIDPattern = regexp.MustCompile(`^vol-[0-9A-Za-z]{8,32}$`)
+
+func checkVolumeID(id string) error {
+	if id == "" {
+		return status.Error(codes.InvalidArgument, "volume ID is required")
+	}
+	if !volumeIDPattern.MatchString(id) {
+		return status.Errorf(codes.InvalidArgument, "volume ID %q is not an EBS volume ID (vol-…)", id)
+	}
+	return nil
+}
+
+// checkPath accepts an absolute path with no "." or ".." elements (a
+// trailing slash is tolerated): the node mounts and removes things at these
+// paths as root, so it takes them only in the form the kubelet sends.
+func checkPath(what, p string) error {
+	if p == "" {
+		return status.Errorf(codes.InvalidArgument, "%s is required", what)
+	}
+	clean := filepath.Clean(p)
+	if !filepath.IsAbs(p) || (p != clean && p != clean+string(filepath.Separator)) {
+		return status.Errorf(codes.InvalidArgument, "%s %q must be an absolute path without . or .. elements", what, p)
+	}
+	return nil
+}
+
+// accessModes are the access modes a node can serve, for mount and for
+// block access. MULTI_NODE_MULTI_WRITER is io2 Multi-Attach, which only a
+// raw block device can use safely: no common filesystem can be mounted on
+// two nodes at once.
+var (
+	mountAccessModes = []csi.VolumeCapability_AccessMode_Mode{
+		csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER,
+		csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER,
+		csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER,
+	}
+	blockAccessModes = append(slices.Clone(mountAccessModes), csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER)
+)
+
+// checkCapability validates a volume capability and reports whether it asks
+// for raw block access.
+func checkCapability(c *csi.VolumeCapability) (block bool, err error) {
+	if c == nil {
+		return false, status.Error(codes.InvalidArgument, "volume capability is required")
+	}
+	switch {
+	case c.GetBlock() != nil:
+		block = true
+	case c.GetMount() != nil:
+	default:
+		return false, status.Error(codes.InvalidArgument, "volume capability must ask for mount or block access")
+	}
+	modes := mountAccessModes
+	if block {
+		modes = blockAccessModes
+	}
+	mode := c.GetAccessMode().GetMode()
+	if !slices.Contains(modes, mode) {
+		access := "mount"
+		if block {
+			access = "block"
+		}
+		return false, status.Errorf(codes.InvalidArgument, "access mode %s is not supported for %s access", mode, access)
+	}
+	return block, nil
+}
+
+// filesystemOf returns the filesystem type and format options of a
+// mount-access request: the capability's fs_type, else the volume context's
+// fsType, else the default; the options are validated again here because a
+// volume context can come from a hand-written PersistentVolume.
+func filesystemOf(c *csi.VolumeCapability, volumeContext map[string]string) (string, volumecontext.FormatOptions, error) {
+	requested := c.GetMount().GetFsType()
+	if requested == "" {
+		for k, v := range volumeContext {
+			if strings.EqualFold(k, volumecontext.FSTypeKey) {
+				requested = v
+			}
+		}
+	}
+	fsType, err := volumecontext.NormalizeFSType(requested)
+	if err != nil {
+		return "", volumecontext.FormatOptions{}, status.Error(codes.InvalidArgument, err.Error())
+	}
+	opts, err := volumecontext.ParseFormatOptions(volumeContext, fsType)
+	if err != nil {
+		return "", volumecontext.FormatOptions{}, status.Errorf(codes.InvalidArgument, "volume context: %v", err)
+	}
+	return fsType, opts, nil
+}
+
+// acquire claims the volume for one operation, or answers Aborted when
+// another operation on it is running; the sidecar or kubelet retries.
+func (s *Service) acquire(volumeID string) (func(), error) {
+	release, ok := s.inFlight.TryAcquire(inflight.Volume(volumeID))
+	if !ok {
+		return nil, status.Errorf(codes.Aborted, "an operation on volume %s is already in progress", volumeID)
+	}
+	return release, nil
+}
+
+// osError turns an error from the mounter into a gRPC status, with what
+// was being done in front.
+func osError(ctx context.Context, doing string, err error) error {
+	msg := fmt.Sprintf("%s: %v", doing, err)
+	switch {
+	case errors.Is(err, mounter.ErrDeviceNotFound):
+		return status.Error(codes.NotFound, msg)
+	case errors.Is(err, mounter.ErrWrongDevice), errors.Is(err, mounter.ErrFilesystemMismatch):
+		return status.Error(codes.FailedPrecondition, msg)
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	default:
+		return status.Error(codes.Internal, msg)
+	}
+}
