@@ -92,6 +92,10 @@ type Cloud interface {
 	// HealthCheck reports whether the cloud API answers with valid
 	// credentials. It is cheap enough for a liveness probe (results may be cached).
 	HealthCheck(ctx context.Context) error
+
+	// Close releases what the Cloud runs in the background (the Describe
+	// batchers); calls made after Close fail with ErrUnavailable.
+	Close()
 }
 
 // CreateVolumeOptions describes a new volume. Zero values mean "the cloud's default".

@@ -29,6 +29,18 @@ var (
 	ErrConflict = errors.New("conflicting state")
 	// ErrUnavailable: the cloud could not be reached or kept failing until the caller's deadline.
 	ErrUnavailable = errors.New("cloud unavailable")
+	// ErrInProgress: the cloud accepted the request, but the resource had not
+	// reached the wanted state (available, attached, detached, modified)
+	// when the caller's deadline came. The work goes on in the cloud; the
+	// same call again continues waiting where this one stopped.
+	ErrInProgress = errors.New("still in progress")
+	// ErrPermissionDenied: the cloud refused the credentials, or their policy
+	// does not allow the call (a KMS key included). Retrying does not help;
+	// an operator has to fix the IAM policy or the credentials.
+	ErrPermissionDenied = errors.New("permission denied")
+	// ErrUnexpected: the cloud failed in a way the cloud layer does not
+	// classify; the message keeps the cloud's error code so it can be added.
+	ErrUnexpected = errors.New("unexpected cloud error")
 )
 
 // AttachedElsewhereError names the instances a volume is attached to, so the

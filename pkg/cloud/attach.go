@@ -1,0 +1,259 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"k8s.io/klog/v2"
+
+	"github.com/diskplane/diskplane/pkg/cloud/devicenames"
+)
+
+// maxDeviceNameAttempts bounds how many device names one AttachVolume tries
+// when EC2 refuses names as already in use.
+const maxDeviceNameAttempts = 3
+
+// AttachVolume attaches a volume to an instance and waits until it is
+// attached; it returns the device name. An attachment already under way to
+// that instance is awaited rather than issued again.
+func (c *ec2Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string) (string, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	raw, err := c.describeVolume(ctx, volumeID)
+	if err != nil {
+		return "", err
+	}
+	if a, ok := rawAttachmentTo(raw, instanceID); ok {
+		switch string(a.State) {
+		case attachmentAttached:
+			return aws.ToString(a.Device), nil
+		case attachmentAttaching:
+			klog.V(4).InfoS("Attachment already under way; waiting for it", "volumeID", volumeID, "instanceID", instanceID)
+			return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), attachStart(a))
+		case attachmentDetaching:
+			// An earlier detach is still running; attach again once it is done.
+			if err := c.waitDetached(ctx, volumeID, instanceID); err != nil {
+				return "", err
+			}
+		}
+	}
+	if err := attachedElsewhere(toVolume(raw), instanceID); err != nil {
+		return "", err
+	}
+	inst, err := c.describeInstance(ctx, instanceID)
+	if err != nil {
+		return "", err
+	}
+	inUse := toInstance(inst).DeviceNames
+	for attempt := 1; ; attempt++ {
+		lease, err := c.devices.Acquire(instanceID, volumeID, inUse)
+		if err != nil {
+			return "", fmt.Errorf("attach volume %s to instance %s: %w: %w", volumeID, instanceID, ErrLimitExceeded, err)
+		}
+		device, err := c.attachAs(ctx, volumeID, instanceID, lease)
+		lease.Release()
+		if !isDeviceInUse(err, lease.Name) || attempt == maxDeviceNameAttempts {
+			return device, err
+		}
+		klog.V(2).InfoS("EC2 refused the device name as in use; trying another", "volumeID", volumeID,
+			"instanceID", instanceID, "device", lease.Name)
+		c.devices.Reject(instanceID, lease.Name)
+	}
+}
+
+// attachAs sends AttachVolume under the leased device name and waits until
+// the volume is attached. The lease is held by the caller until this returns,
+// because only then does DescribeInstances list the name as taken.
+func (c *ec2Cloud) attachAs(ctx context.Context, volumeID, instanceID string, lease *devicenames.Lease) (string, error) {
+	klog.V(2).InfoS("Attaching volume", "volumeID", volumeID, "instanceID", instanceID, "device", lease.Name)
+	start := time.Now()
+	out, err := c.ec2.AttachVolume(ctx, &ec2.AttachVolumeInput{
+		VolumeId: aws.String(volumeID), InstanceId: aws.String(instanceID), Device: aws.String(lease.Name),
+	}, c.retry.use(opAttachVolume))
+	if err != nil {
+		if errorCode(err) != codeVolumeInUse {
+			return "", classify(opAttachVolume, err)
+		}
+		// Attached meanwhile: by an earlier attempt of ours whose answer was
+		// lost (then wait for it), or to another instance.
+		raw, derr := c.describeVolume(ctx, volumeID)
+		if derr != nil {
+			return "", derr
+		}
+		a, ok := rawAttachmentTo(raw, instanceID)
+		if !ok {
+			if elsewhere := attachedElsewhere(toVolume(raw), instanceID); elsewhere != nil {
+				return "", elsewhere
+			}
+			return "", classify(opAttachVolume, err)
+		}
+		return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), attachStart(a))
+	}
+	if t := aws.ToTime(out.AttachTime); !t.IsZero() {
+		start = t
+	}
+	device, err := c.waitAttached(ctx, volumeID, instanceID, lease.Name, start)
+	if errors.Is(err, errAttachStuck) {
+		// The guest may still hold the name; let later attaches try others.
+		c.devices.Reject(instanceID, lease.Name)
+	}
+	return device, err
+}
+
+// errAttachStuck marks an attachment that stayed "attaching" too long.
+var errAttachStuck = errors.New("attachment stuck")
+
+// waitAttached polls until the volume's attachment to the instance is
+// "attached". An attachment still "attaching" AttachStuckTimeout after it
+// began is detached, and the call fails, so that the next attempt starts
+// clean rather than waiting on an attachment that will not complete (the
+// classic cause is a device name the guest still holds).
+func (c *ec2Cloud) waitAttached(ctx context.Context, volumeID, instanceID, device string, started time.Time) (string, error) {
+	err := c.poll(ctx, func(ctx context.Context) (bool, string, error) {
+		raw, err := c.describeVolume(ctx, volumeID)
+		if err != nil {
+			return false, "", err
+		}
+		a, ok := rawAttachmentTo(raw, instanceID)
+		if ok {
+			device = aws.ToString(a.Device)
+		}
+		state := string(a.State)
+		switch {
+		case ok && state == attachmentAttached:
+			return true, "", nil
+		case ok && state != attachmentAttaching:
+			return false, "", fmt.Errorf("volume %s was %s from instance %s while attaching: %w", volumeID, state, instanceID, ErrConflict)
+		case time.Since(started) < c.cfg.AttachStuckTimeout:
+			if !ok {
+				// EC2's eventual consistency: the new attachment may not
+				// show in DescribeVolumes for a moment.
+				return false, fmt.Sprintf("attachment of volume %s to instance %s is not visible yet", volumeID, instanceID), nil
+			}
+			return false, fmt.Sprintf("volume %s is attaching to instance %s as %s", volumeID, instanceID, device), nil
+		case !ok:
+			if elsewhere := attachedElsewhere(toVolume(raw), instanceID); elsewhere != nil {
+				return false, "", elsewhere
+			}
+			return false, "", fmt.Errorf("attachment of volume %s to instance %s vanished: %w", volumeID, instanceID, ErrConflict)
+		default:
+			return false, "", c.detachStuck(ctx, volumeID, instanceID, device, started)
+		}
+	})
+	if err != nil {
+		return "", err
+	}
+	klog.V(2).InfoS("Volume attached", "volumeID", volumeID, "instanceID", instanceID, "device", device)
+	return device, nil
+}
+
+// detachStuck detaches an attachment that never completed and returns the
+// error that reports it.
+func (c *ec2Cloud) detachStuck(ctx context.Context, volumeID, instanceID, device string, started time.Time) error {
+	stuck := fmt.Errorf("volume %s stayed attaching to instance %s as %s for %s; detached it so the next attempt starts clean: %w: %w",
+		volumeID, instanceID, device, time.Since(started).Round(time.Second), ErrUnavailable, errAttachStuck)
+	klog.InfoS("Attachment stuck; detaching it", "volumeID", volumeID, "instanceID", instanceID, "device", device, "since", started)
+	_, err := c.ec2.DetachVolume(ctx, &ec2.DetachVolumeInput{
+		VolumeId: aws.String(volumeID), InstanceId: aws.String(instanceID),
+	}, c.retry.use(opDetachVolume))
+	if err != nil {
+		return fmt.Errorf("%w; the detach failed too: %w", stuck, classify(opDetachVolume, err))
+	}
+	return stuck
+}
+
+// DetachVolume detaches a volume from an instance and waits until it is
+// detached. A volume not attached to that instance is ErrNotFound, as is a
+// volume or instance that no longer exists.
+func (c *ec2Cloud) DetachVolume(ctx context.Context, volumeID, instanceID string) error {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	klog.V(2).InfoS("Detaching volume", "volumeID", volumeID, "instanceID", instanceID)
+	_, err := c.ec2.DetachVolume(ctx, &ec2.DetachVolumeInput{
+		VolumeId: aws.String(volumeID), InstanceId: aws.String(instanceID),
+	}, c.retry.use(opDetachVolume))
+	if err != nil {
+		switch errorCode(err) {
+		case codeIncorrectState, "InvalidAttachment.NotFound":
+			// Not attached to the instance, or a detach already running:
+			// only DescribeVolumes tells which.
+			raw, derr := c.describeVolume(ctx, volumeID)
+			if derr != nil {
+				return derr
+			}
+			if a, ok := rawAttachmentTo(raw, instanceID); !ok || string(a.State) == attachmentDetached {
+				return fmt.Errorf("volume %s is not attached to instance %s: %w: %w", volumeID, instanceID, ErrNotFound, classify(opDetachVolume, err))
+			}
+		default:
+			return classify(opDetachVolume, err)
+		}
+	}
+	if err := c.waitDetached(ctx, volumeID, instanceID); err != nil {
+		return err
+	}
+	klog.V(2).InfoS("Volume detached", "volumeID", volumeID, "instanceID", instanceID)
+	return nil
+}
+
+// waitDetached polls until the volume has no attachment to the instance. A
+// volume that is gone is detached too.
+func (c *ec2Cloud) waitDetached(ctx context.Context, volumeID, instanceID string) error {
+	return c.poll(ctx, func(ctx context.Context) (bool, string, error) {
+		raw, err := c.describeVolume(ctx, volumeID)
+		if errors.Is(err, ErrNotFound) {
+			return true, "", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		a, ok := rawAttachmentTo(raw, instanceID)
+		if !ok || string(a.State) == attachmentDetached {
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("volume %s is %s from instance %s", volumeID, a.State, instanceID), nil
+	})
+}
+
+// rawAttachmentTo returns EC2's record of a volume's attachment to an
+// instance, with its attach time.
+func rawAttachmentTo(v types.Volume, instanceID string) (types.VolumeAttachment, bool) {
+	for _, a := range v.Attachments {
+		if aws.ToString(a.InstanceId) == instanceID {
+			return a, true
+		}
+	}
+	return types.VolumeAttachment{}, false
+}
+
+// attachStart is when an attachment began, by EC2's clock, or now when EC2
+// does not say.
+func attachStart(a types.VolumeAttachment) time.Time {
+	if t := aws.ToTime(a.AttachTime); !t.IsZero() {
+		return t
+	}
+	return time.Now()
+}
+
+// attachedElsewhere returns an *AttachedElsewhereError when a volume that is
+// not multi-attach is attached (or attaching, or still detaching) to another
+// instance.
+func attachedElsewhere(v *Volume, instanceID string) error {
+	if v.MultiAttach {
+		return nil
+	}
+	var others []string
+	for _, a := range v.Attachments {
+		if a.InstanceID != instanceID && a.State != attachmentDetached {
+			others = append(others, a.InstanceID)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	return &AttachedElsewhereError{VolumeID: v.ID, InstanceIDs: others}
+}

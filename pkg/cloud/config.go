@@ -1,0 +1,181 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+
+	"github.com/diskplane/diskplane/pkg/cloud/apimetrics"
+	"github.com/diskplane/diskplane/pkg/cloud/devicenames"
+	"github.com/diskplane/diskplane/pkg/version"
+)
+
+// Config tunes the EC2 implementation of Cloud. The zero value suits
+// production: every zero field takes the default named in its comment.
+// Where EC2 is, and with which credentials, is not configured here: that
+// comes from the SDK's standard chain (see New).
+type Config struct {
+	// Region overrides the region the SDK finds (AWS_REGION, the shared
+	// config file, or the instance metadata service).
+	Region string
+	// UserAgentExtra is appended to the user agent, e.g. "helm", so EC2's
+	// logs (CloudTrail) show how this Diskplane was installed.
+	UserAgentExtra string
+	// Registerer receives the EC2 API metrics; nil registers none.
+	Registerer prometheus.Registerer
+
+	// BatchMaxDelay is how long a Describe lookup waits for others to join
+	// its batch (default 200ms). Longer means fewer EC2 calls under load,
+	// and more latency for every lookup.
+	BatchMaxDelay time.Duration
+	// DisableBatching sends every Describe lookup on its own.
+	DisableBatching bool
+
+	// PollInterval is the first pause between Describe calls while waiting
+	// for a state change (default 500ms); the pause grows by half each time
+	// up to PollMaxInterval (default 5s).
+	PollInterval    time.Duration
+	PollMaxInterval time.Duration
+	// AttachStuckTimeout: an attachment still "attaching" this long after it
+	// began is detached and reported as an error, so the next retry starts
+	// clean instead of waiting forever (default 90s).
+	AttachStuckTimeout time.Duration
+	// VolumeVisibilityTimeout is how long after its creation a volume may be
+	// missing from DescribeVolumes (EC2 is eventually consistent) before it
+	// is taken to be gone (default 2m).
+	VolumeVisibilityTimeout time.Duration
+	// MaxRetryBackoff caps the pause between retries of one EC2 call
+	// (default 10s). The number of retries is bounded only by the context.
+	MaxRetryBackoff time.Duration
+	// DefaultTimeout bounds a call whose context has no deadline, so nothing
+	// can hang forever (default 5m). CSI sidecars always set a deadline.
+	DefaultTimeout time.Duration
+	// HealthCheckInterval is how long a successful health check is reused
+	// before EC2 is asked again (default 1m).
+	HealthCheckInterval time.Duration
+	// ZoneCacheTTL is how long the list of availability zones is reused
+	// (default 10m).
+	ZoneCacheTTL time.Duration
+	// DeviceNameRejectionTTL is how long a device name EC2 refused as in use
+	// is avoided on that instance (default 1h).
+	DeviceNameRejectionTTL time.Duration
+}
+
+// withDefaults fills the zero fields.
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.BatchMaxDelay, 200*time.Millisecond)
+	def(&c.PollInterval, 500*time.Millisecond)
+	def(&c.PollMaxInterval, 5*time.Second)
+	def(&c.AttachStuckTimeout, 90*time.Second)
+	def(&c.VolumeVisibilityTimeout, 2*time.Minute)
+	def(&c.MaxRetryBackoff, 10*time.Second)
+	def(&c.DefaultTimeout, 5*time.Minute)
+	def(&c.HealthCheckInterval, time.Minute)
+	def(&c.ZoneCacheTTL, 10*time.Minute)
+	def(&c.DeviceNameRejectionTTL, time.Hour)
+	c.PollMaxInterval = max(c.PollMaxInterval, c.PollInterval)
+	return c
+}
+
+// ec2Cloud implements Cloud over the EC2 API.
+type ec2Cloud struct {
+	cfg     Config
+	ec2     *ec2.Client
+	retry   *retryers
+	devices *devicenames.Allocator
+	lookups *lookups
+	zones   cached[[]Zone]
+	health  cached[struct{}]
+}
+
+var _ Cloud = (*ec2Cloud)(nil)
+
+// New returns the Cloud for the EC2 API that the SDK's standard
+// configuration chain points at: the region from cfg.Region, AWS_REGION, the
+// shared config file or the instance metadata service; credentials from the
+// default chain (environment, web identity / IRSA, EKS Pod Identity, shared
+// files, instance profile); the endpoint from AWS_ENDPOINT_URL_EC2 or
+// AWS_ENDPOINT_URL (an EC2-compatible cloud, or the emulator), else EC2's
+// own. Credentials are fetched at the first call, so a bad setup shows in
+// HealthCheck rather than here. Close the Cloud when done.
+func New(ctx context.Context, cfg Config) (Cloud, error) {
+	opts := []func(*config.LoadOptions) error{config.WithEC2IMDSRegion()}
+	if cfg.Region != "" {
+		opts = append(opts, config.WithRegion(cfg.Region))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("load the AWS SDK configuration: %w", err)
+	}
+	if awsCfg.Region == "" {
+		return nil, errors.New("no AWS region: set AWS_REGION, or run where the instance metadata service answers")
+	}
+	return NewFromAWSConfig(awsCfg, cfg)
+}
+
+// NewFromAWSConfig is New with an SDK configuration the caller loaded
+// itself (a program with its own credential setup, or a test pointing at an
+// emulator). It changes neither awsCfg nor anything it shares.
+func NewFromAWSConfig(awsCfg aws.Config, cfg Config) (Cloud, error) {
+	cfg = cfg.withDefaults()
+	recorder, err := apimetrics.NewRecorder(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("register the EC2 API metrics: %w", err)
+	}
+	retry := newRetryers(cfg.MaxRetryBackoff)
+	client := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) {
+		o.Retryer = retry.reads
+		o.RetryMaxAttempts = 0
+		o.APIOptions = append(slices.Clone(o.APIOptions),
+			recorder.AddMiddleware,
+			awsmiddleware.AddUserAgentKeyValue("diskplane", version.Version()))
+		if cfg.UserAgentExtra != "" {
+			o.APIOptions = append(o.APIOptions, awsmiddleware.AddUserAgentKey(cfg.UserAgentExtra))
+		}
+	})
+	c := &ec2Cloud{
+		cfg:     cfg,
+		ec2:     client,
+		retry:   retry,
+		devices: devicenames.NewAllocator(cfg.DeviceNameRejectionTTL),
+		zones:   cached[[]Zone]{ttl: cfg.ZoneCacheTTL},
+		health:  cached[struct{}]{ttl: cfg.HealthCheckInterval},
+	}
+	if c.lookups, err = newLookups(c); err != nil {
+		return nil, err
+	}
+	endpoint := "EC2's regional endpoint"
+	if e := client.Options().BaseEndpoint; e != nil {
+		endpoint = *e
+	}
+	klog.V(2).InfoS("EC2 cloud provider ready", "region", awsCfg.Region, "endpoint", endpoint,
+		"batching", !cfg.DisableBatching, "batchMaxDelay", cfg.BatchMaxDelay)
+	return c, nil
+}
+
+// Close stops the Describe batchers; calls still waiting in them fail.
+func (c *ec2Cloud) Close() {
+	c.lookups.close()
+}
+
+// bound gives a call whose context has no deadline the default timeout.
+func (c *ec2Cloud) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.cfg.DefaultTimeout)
+}

@@ -1,0 +1,147 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"k8s.io/klog/v2"
+)
+
+// EC2 volume modification states.
+const (
+	modificationModifying  = string(types.VolumeModificationStateModifying)
+	modificationOptimizing = string(types.VolumeModificationStateOptimizing)
+	modificationCompleted  = string(types.VolumeModificationStateCompleted)
+	modificationFailed     = string(types.VolumeModificationStateFailed)
+)
+
+// ModifyVolume changes a volume's size, type, IOPS or throughput and waits
+// until EC2 says "optimizing" (the volume already has its new settings) or
+// "completed". Asking for what the volume already is, or is already
+// becoming, sends nothing: EC2 would count it against the volume's few
+// modifications a day. A modification in progress towards other settings is
+// ErrConflict, since EC2 takes one at a time.
+func (c *ec2Cloud) ModifyVolume(ctx context.Context, volumeID string, mod VolumeModification) (*Volume, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	raw, err := c.describeVolume(ctx, volumeID)
+	if err != nil {
+		return nil, err
+	}
+	vol := toVolume(raw)
+	latest, err := c.describeModification(ctx, volumeID)
+	hasLatest := err == nil
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	state := string(latest.ModificationState)
+	if hasLatest && state != modificationFailed {
+		// The latest modification's targets are what the volume is, or is
+		// becoming; DescribeVolumes may not show them yet.
+		applyTargets(vol, latest)
+	}
+	if mod.SizeGiB != 0 && mod.SizeGiB < vol.SizeGiB {
+		return nil, fmt.Errorf("volume %s is %d GiB; it cannot shrink to %d GiB: %w", volumeID, vol.SizeGiB, mod.SizeGiB, ErrInvalidArgument)
+	}
+	if !changes(vol, mod) {
+		if hasLatest && state == modificationModifying {
+			klog.V(4).InfoS("Modification to these settings in progress; waiting for it", "volumeID", volumeID)
+			return vol, c.waitModified(ctx, volumeID, aws.ToTime(latest.StartTime))
+		}
+		return vol, nil
+	}
+	if hasLatest && (state == modificationModifying || state == modificationOptimizing) {
+		return nil, fmt.Errorf("volume %s is still %s towards %s; EC2 takes one modification at a time: %w",
+			volumeID, state, describeTargets(vol), ErrConflict)
+	}
+	in := &ec2.ModifyVolumeInput{VolumeId: aws.String(volumeID)}
+	if mod.SizeGiB != 0 && mod.SizeGiB != vol.SizeGiB {
+		in.Size = aws.Int32(mod.SizeGiB)
+	}
+	if mod.Type != "" && mod.Type != vol.Type {
+		in.VolumeType = types.VolumeType(mod.Type)
+	}
+	if mod.IOPS != 0 && mod.IOPS != vol.IOPS {
+		in.Iops = aws.Int32(mod.IOPS)
+	}
+	if mod.Throughput != 0 && mod.Throughput != vol.Throughput {
+		in.Throughput = aws.Int32(mod.Throughput)
+	}
+	klog.V(2).InfoS("Modifying volume", "volumeID", volumeID, "sizeGiB", mod.SizeGiB, "type", mod.Type,
+		"iops", mod.IOPS, "throughput", mod.Throughput)
+	out, err := c.ec2.ModifyVolume(ctx, in, c.retry.use(opModifyVolume))
+	if err != nil {
+		return nil, classify(opModifyVolume, err)
+	}
+	var started time.Time
+	if out.VolumeModification != nil {
+		applyTargets(vol, *out.VolumeModification)
+		started = aws.ToTime(out.VolumeModification.StartTime)
+	}
+	if err := c.waitModified(ctx, volumeID, started); err != nil {
+		return nil, err
+	}
+	klog.V(2).InfoS("Volume modified", "volumeID", volumeID, "sizeGiB", vol.SizeGiB, "type", vol.Type, "iops", vol.IOPS, "throughput", vol.Throughput)
+	return vol, nil
+}
+
+// changes reports whether the modification asks for anything the volume
+// does not have.
+func changes(v *Volume, mod VolumeModification) bool {
+	return (mod.SizeGiB != 0 && mod.SizeGiB != v.SizeGiB) ||
+		(mod.Type != "" && mod.Type != v.Type) ||
+		(mod.IOPS != 0 && mod.IOPS != v.IOPS) ||
+		(mod.Throughput != 0 && mod.Throughput != v.Throughput)
+}
+
+// applyTargets overlays a modification's target settings on a volume.
+func applyTargets(v *Volume, m types.VolumeModification) {
+	if s := aws.ToInt32(m.TargetSize); s != 0 {
+		v.SizeGiB = s
+	}
+	if m.TargetVolumeType != "" {
+		v.Type = VolumeType(m.TargetVolumeType)
+	}
+	if m.TargetIops != nil {
+		v.IOPS = *m.TargetIops
+	}
+	if m.TargetThroughput != nil {
+		v.Throughput = *m.TargetThroughput
+	}
+}
+
+func describeTargets(v *Volume) string {
+	return fmt.Sprintf("%d GiB %s, %d IOPS, %d MiB/s", v.SizeGiB, v.Type, v.IOPS, v.Throughput)
+}
+
+// waitModified polls until the volume's modification that started at
+// started (EC2's clock; zero when unknown) or later is optimizing or
+// completed. Older modifications are ignored: right after ModifyVolume, EC2
+// may still show the previous one.
+func (c *ec2Cloud) waitModified(ctx context.Context, volumeID string, started time.Time) error {
+	return c.poll(ctx, func(ctx context.Context) (bool, string, error) {
+		m, err := c.describeModification(ctx, volumeID)
+		if errors.Is(err, ErrNotFound) {
+			return false, fmt.Sprintf("modification of volume %s is not visible yet", volumeID), nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		if aws.ToTime(m.StartTime).Before(started) {
+			return false, fmt.Sprintf("modification of volume %s is not visible yet", volumeID), nil
+		}
+		switch state := string(m.ModificationState); state {
+		case modificationOptimizing, modificationCompleted:
+			return true, "", nil
+		case modificationFailed:
+			return false, "", fmt.Errorf("modification of volume %s failed: %s: %w", volumeID, aws.ToString(m.StatusMessage), ErrInvalidArgument)
+		default:
+			return false, fmt.Sprintf("volume %s is %s (%d%%)", volumeID, state, aws.ToInt64(m.Progress)), nil
+		}
+	})
+}

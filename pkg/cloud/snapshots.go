@@ -1,0 +1,168 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"k8s.io/klog/v2"
+)
+
+// CreateSnapshot snapshots a volume for the CSI snapshot name. EC2's
+// CreateSnapshot has no ClientToken, so the name tag is what makes it
+// idempotent: a snapshot already carrying the name is returned when it is of
+// the same volume and is ErrAlreadyExists when it is of another. A snapshot
+// of that name that failed is deleted and made again. It does not wait for
+// the snapshot to complete.
+func (c *ec2Cloud) CreateSnapshot(ctx context.Context, name, sourceVolumeID string, opts *CreateSnapshotOptions) (*Snapshot, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	if name == "" || sourceVolumeID == "" {
+		return nil, fmt.Errorf("a snapshot needs a name and a source volume: %w", ErrInvalidArgument)
+	}
+	existing, err := c.snapshotsNamed(ctx, name)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	for _, s := range existing {
+		switch {
+		case s.State == snapshotError:
+			klog.InfoS("Snapshot with this name failed; deleting it and taking a new one", "name", name, "snapshotID", s.ID)
+			if err := c.DeleteSnapshot(ctx, s.ID); err != nil && !errors.Is(err, ErrNotFound) {
+				return nil, fmt.Errorf("delete failed snapshot %s: %w", s.ID, err)
+			}
+		case s.SourceVolumeID != sourceVolumeID:
+			return nil, fmt.Errorf("snapshot name %q is taken by %s, a snapshot of volume %s, not %s: %w",
+				name, s.ID, s.SourceVolumeID, sourceVolumeID, ErrAlreadyExists)
+		default:
+			klog.V(4).InfoS("Snapshot with this name exists", "name", name, "snapshotID", s.ID, "state", s.State)
+			return s, nil
+		}
+	}
+	tags := map[string]string{}
+	if opts != nil {
+		maps.Copy(tags, opts.Tags)
+	}
+	tags[TagSnapshotName] = name
+	klog.V(2).InfoS("Creating snapshot", "name", name, "volumeID", sourceVolumeID)
+	out, err := c.ec2.CreateSnapshot(ctx, &ec2.CreateSnapshotInput{
+		VolumeId:          aws.String(sourceVolumeID),
+		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeSnapshot, Tags: ec2Tags(tags)}},
+	}, c.retry.use(opCreateSnapshot))
+	if err != nil {
+		return nil, classify(opCreateSnapshot, err)
+	}
+	snap := toSnapshot(types.Snapshot{
+		SnapshotId: out.SnapshotId, VolumeId: out.VolumeId, VolumeSize: out.VolumeSize, State: out.State,
+		Tags: out.Tags, StartTime: out.StartTime,
+	})
+	klog.V(2).InfoS("Snapshot created", "name", name, "snapshotID", snap.ID, "volumeID", sourceVolumeID, "state", snap.State)
+	return snap, nil
+}
+
+// DeleteSnapshot deletes a snapshot; one that does not exist is ErrNotFound.
+func (c *ec2Cloud) DeleteSnapshot(ctx context.Context, snapshotID string) error {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	klog.V(2).InfoS("Deleting snapshot", "snapshotID", snapshotID)
+	_, err := c.ec2.DeleteSnapshot(ctx, &ec2.DeleteSnapshotInput{SnapshotId: aws.String(snapshotID)}, c.retry.use(opDeleteSnapshot))
+	return classify(opDeleteSnapshot, err)
+}
+
+// GetSnapshot returns one snapshot by ID; concurrent lookups share a call.
+func (c *ec2Cloud) GetSnapshot(ctx context.Context, snapshotID string) (*Snapshot, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	s, err := c.describeSnapshot(ctx, snapshotID)
+	if err != nil {
+		return nil, err
+	}
+	return toSnapshot(s), nil
+}
+
+// GetSnapshotByName returns the snapshot tagged with the CSI snapshot name
+// (the oldest, should there be several).
+func (c *ec2Cloud) GetSnapshotByName(ctx context.Context, name string) (*Snapshot, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	snaps, err := c.snapshotsNamed(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return snaps[0], nil
+}
+
+// snapshotsNamed returns the account's snapshots tagged with name, oldest
+// first; none is ErrNotFound.
+func (c *ec2Cloud) snapshotsNamed(ctx context.Context, name string) ([]*Snapshot, error) {
+	raw, err := c.lookups.snapshotsByName.Get(ctx, name)
+	if err != nil {
+		return nil, lookupError(opDescribeSnapshots, fmt.Sprintf("snapshot named %q", name), err)
+	}
+	snaps := make([]*Snapshot, 0, len(raw))
+	for _, s := range raw {
+		snaps = append(snaps, toSnapshot(s))
+	}
+	slices.SortFunc(snaps, func(a, b *Snapshot) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return snaps, nil
+}
+
+// ListSnapshots returns one page of the account's snapshots, all or those of
+// one source volume.
+func (c *ec2Cloud) ListSnapshots(ctx context.Context, opts SnapshotListOptions) (*SnapshotPage, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	in := &ec2.DescribeSnapshotsInput{OwnerIds: []string{"self"}}
+	if opts.SourceVolumeID != "" {
+		in.Filters = append(in.Filters, types.Filter{Name: aws.String("volume-id"), Values: []string{opts.SourceVolumeID}})
+	}
+	if opts.TagKey != "" {
+		in.Filters = append(in.Filters, types.Filter{Name: aws.String("tag-key"), Values: []string{opts.TagKey}})
+	}
+	items, next, err := listPage(opts.NextToken, opts.MaxResults, describeSnapshotsPageMax,
+		func(token *string, size *int32) ([]types.Snapshot, *string, error) {
+			in.NextToken, in.MaxResults = token, size
+			out, err := c.ec2.DescribeSnapshots(ctx, in, c.retry.use(opDescribeSnapshots))
+			if err != nil {
+				return nil, nil, classify(opDescribeSnapshots, err)
+			}
+			return out.Snapshots, out.NextToken, nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	page := &SnapshotPage{NextToken: next}
+	for _, s := range items {
+		page.Snapshots = append(page.Snapshots, toSnapshot(s))
+	}
+	return page, nil
+}
+
+// WaitForSnapshot polls until a snapshot is completed. A snapshot that
+// failed is returned with an error wrapping ErrUnexpected.
+func (c *ec2Cloud) WaitForSnapshot(ctx context.Context, snapshotID string) (*Snapshot, error) {
+	ctx, cancel := c.bound(ctx)
+	defer cancel()
+	var snap *Snapshot
+	err := c.poll(ctx, func(ctx context.Context) (bool, string, error) {
+		s, err := c.describeSnapshot(ctx, snapshotID)
+		if err != nil {
+			return false, "", err
+		}
+		snap = toSnapshot(s)
+		switch snap.State {
+		case snapshotCompleted:
+			return true, "", nil
+		case snapshotError:
+			return false, "", fmt.Errorf("snapshot %s failed: %s: %w", snapshotID, aws.ToString(s.StateMessage), ErrUnexpected)
+		default:
+			return false, fmt.Sprintf("snapshot %s is %s (%s)", snapshotID, snap.State, aws.ToString(s.Progress)), nil
+		}
+	})
+	return snap, err
+}
