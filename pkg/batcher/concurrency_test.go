@@ -109,22 +109,34 @@ func BenchmarkBatcher(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
 		keySpace int
+		// unknownEvery makes every n-th key unknown to the API, failing
+		// the whole call it is in, as an unknown ID does in EC2; 0 means none.
+		unknownEvery int
 	}{
-		{"distinct-keys", 100000},
-		{"hot-keys", 20},
+		{name: "distinct-keys", keySpace: 100000},
+		{name: "hot-keys", keySpace: 20},
+		{name: "one-percent-unknown-keys", keySpace: 100000, unknownEvery: 100},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var calls atomic.Int64
 			exec := func(_ context.Context, keys []int) (map[int]Result[int], error) {
 				calls.Add(1)
 				time.Sleep(apiLatency)
+				for _, k := range keys {
+					if bc.unknownEvery > 0 && k%bc.unknownEvery == 0 {
+						return nil, errPoison
+					}
+				}
 				out := make(map[int]Result[int], len(keys))
 				for _, k := range keys {
 					out[k] = Result[int]{Value: k}
 				}
 				return out, nil
 			}
-			bt, err := New(exec, Options{Name: "bench", MaxEntries: 500, MaxDelay: time.Millisecond})
+			bt, err := New(exec, Options{
+				Name: "bench", MaxEntries: 500, MaxDelay: time.Millisecond,
+				SplitOnError: func(err error) bool { return errors.Is(err, errPoison) },
+			})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -133,8 +145,10 @@ func BenchmarkBatcher(b *testing.B) {
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, err := bt.Get(context.Background(), rand.IntN(bc.keySpace)); err != nil {
-						b.Error(err)
+					k := rand.IntN(bc.keySpace)
+					_, err := bt.Get(context.Background(), k)
+					if unknown := bc.unknownEvery > 0 && k%bc.unknownEvery == 0; unknown != (err != nil) {
+						b.Errorf("key %d: err = %v", k, err)
 						return
 					}
 				}
