@@ -2,19 +2,135 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
+
+	"github.com/diskplane/diskplane/pkg/cloud/metadata"
+	"github.com/diskplane/diskplane/pkg/driver"
+	"github.com/diskplane/diskplane/pkg/driver/node"
+	"github.com/diskplane/diskplane/pkg/mounter"
+	"github.com/diskplane/diskplane/pkg/registration"
 )
 
 // nodeFlags are the flags that only the node service reads.
-type nodeFlags struct{}
+type nodeFlags struct {
+	volumeAttachLimit         int
+	reservedVolumeAttachments int
+	metadataSources           string
+	kubeletRegistrationPath   string
+	pluginRegistrationDir     string
+	deviceLinkDir             string
+}
 
-func (f *nodeFlags) register(*flag.FlagSet) {}
+func (f *nodeFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.volumeAttachLimit, "volume-attach-limit", -1,
+		"the most volumes the driver may attach to this node; -1 computes it from the instance type less what the instance already uses")
+	fs.IntVar(&f.reservedVolumeAttachments, "reserved-volume-attachments", -1,
+		"attachment slots taken by volumes the driver does not manage, root volume included; -1 counts them from the instance's block device mappings. Not with --volume-attach-limit")
+	fs.StringVar(&f.metadataSources, "metadata-sources", strings.Join(metadata.DefaultSources, ","),
+		"where the node learns its instance ID, type and zone, tried in order: imds, kubernetes")
+	fs.StringVar(&f.kubeletRegistrationPath, "kubelet-registration-path", "",
+		"host path of this plugin's CSI socket as the kubelet dials it (e.g. /var/lib/kubelet/plugins/ebs.csi.diskplane.io/csi.sock); "+
+			"setting it makes the plugin register itself with the kubelet; leave it empty when node-driver-registrar runs beside the plugin")
+	fs.StringVar(&f.pluginRegistrationDir, "plugin-registration-dir", registration.DefaultDir,
+		"the kubelet's plugin registration directory, where the registration socket goes")
+	fs.StringVar(&f.deviceLinkDir, "device-link-dir", mounter.DefaultDeviceLinkDir,
+		"where the by-id links of NVMe devices are")
+}
 
-// buildNode builds the Node service. Until the node issue lands, every node
-// RPC answers Unimplemented.
-func buildNode(context.Context, *options, prometheus.Registerer) (csi.NodeServer, error) {
-	return &csi.UnimplementedNodeServer{}, nil
+func (f *nodeFlags) validate() error {
+	if f.volumeAttachLimit == 0 || f.volumeAttachLimit < -1 {
+		return fmt.Errorf("--volume-attach-limit=%d: want 1 or more, or -1 to compute it", f.volumeAttachLimit)
+	}
+	if f.reservedVolumeAttachments < -1 {
+		return fmt.Errorf("--reserved-volume-attachments=%d: want 0 or more, or -1 to count them", f.reservedVolumeAttachments)
+	}
+	if f.volumeAttachLimit > 0 && f.reservedVolumeAttachments >= 0 {
+		return errors.New("--volume-attach-limit and --reserved-volume-attachments exclude each other: the limit is already what the driver may use")
+	}
+	if f.kubeletRegistrationPath != "" && !filepath.IsAbs(f.kubeletRegistrationPath) {
+		return fmt.Errorf("--kubelet-registration-path=%s: want an absolute path", f.kubeletRegistrationPath)
+	}
+	return nil
+}
+
+// buildNode builds the Node service and, when --kubelet-registration-path
+// is set, starts registering the plugin with the kubelet once the CSI
+// endpoint answers. It needs no cloud credentials.
+func buildNode(ctx context.Context, opts *options, _ prometheus.Registerer) (csi.NodeServer, error) {
+	f := &opts.node
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	sources, err := metadata.ParseSources(f.metadataSources)
+	if err != nil {
+		return nil, err
+	}
+	m, err := mounter.New(mounter.Options{DeviceLinkDir: f.deviceLinkDir})
+	if err != nil {
+		return nil, err
+	}
+	svc, err := node.New(node.Config{
+		Metadata: func(ctx context.Context) (*metadata.Instance, error) {
+			return metadata.Get(ctx, metadata.Options{Sources: sources})
+		},
+		Mounter:                   m,
+		VolumeAttachLimit:         max(f.volumeAttachLimit, 0),
+		ReservedVolumeAttachments: f.reservedVolumeAttachments,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Learn the identity now, so a metadata problem shows in the log at
+	// start-up; NodeGetInfo asks again if this fails.
+	go func() {
+		if _, err := svc.Instance(ctx); err != nil {
+			klog.ErrorS(err, "Could not learn who this node is yet; NodeGetInfo will ask again", "sources", sources)
+		}
+	}()
+	if f.kubeletRegistrationPath != "" {
+		endpoint, err := driver.ParseEndpoint(opts.endpoint)
+		if err != nil {
+			return nil, err
+		}
+		reg := registration.New(opts.driverName, f.kubeletRegistrationPath)
+		socket := registration.SocketPath(f.pluginRegistrationDir, opts.driverName)
+		go func() {
+			// The kubelet calls NodeGetInfo on the CSI socket as soon as it
+			// sees the registration socket, so register only once it answers.
+			if err := waitForEndpoint(ctx, endpoint); err != nil {
+				return
+			}
+			if err := reg.Run(ctx, socket); err != nil {
+				klog.ErrorS(err, "Kubelet plugin registration stopped", "socket", socket)
+			}
+		}()
+	}
+	return svc, nil
+}
+
+// waitForEndpoint waits until the plugin's own CSI endpoint accepts
+// connections, or ctx ends.
+func waitForEndpoint(ctx context.Context, e driver.Endpoint) error {
+	var d net.Dialer
+	for {
+		conn, err := d.DialContext(ctx, e.Network, e.Address)
+		if err == nil {
+			return conn.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

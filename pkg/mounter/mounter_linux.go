@@ -47,7 +47,10 @@ func (o Options) withDefaults() Options {
 // New returns the Mounter of this node.
 func New(o Options) (Mounter, error) {
 	o = o.withDefaults()
-	m := mountutils.New("")
+	// Without systemd scopes: those keep FUSE daemons alive across kubelet
+	// restarts, which block filesystems do not need, and from inside a
+	// container they would reach for the host's systemd.
+	m := mountutils.NewWithoutSystemd("")
 	ex := utilexec.New()
 	return &linuxMounter{
 		mounter: m,

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -23,13 +24,18 @@ func testInstance() *metadata.Instance {
 		NetworkInterfaces: 1, BlockDeviceMappings: map[string]string{"ami": "/dev/xvda", "root": "/dev/xvda"}}
 }
 
+// staticMetadata is a metadata source that always answers in.
+func staticMetadata(in *metadata.Instance) func(context.Context) (*metadata.Instance, error) {
+	return func(context.Context) (*metadata.Instance, error) { return in, nil }
+}
+
 // newTestService returns a node service over a fake OS holding one blank
 // 1 GiB volume, volID, at volDev.
 func newTestService(t *testing.T) (*Service, *fakeOS) {
 	t.Helper()
 	f := newFakeOS()
 	f.addVolume(volID, volDev, gib)
-	s, err := New(Config{Instance: testInstance(), Mounter: f, ReservedVolumeAttachments: -1})
+	s, err := New(Config{Metadata: staticMetadata(testInstance()), Mounter: f, ReservedVolumeAttachments: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,14 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 
 	"github.com/diskplane/diskplane/pkg/cloud/limits"
@@ -38,8 +42,12 @@ const (
 
 // Config is what a node service is built from.
 type Config struct {
-	// Instance is this node's identity, from pkg/cloud/metadata.
-	Instance *metadata.Instance
+	// Metadata tells the service who this node is (usually metadata.Get). It
+	// is asked when the identity is first needed and again after a failure;
+	// the first complete answer is kept. Only NodeGetInfo needs it, so a
+	// metadata service that is slow to answer at boot delays the node's
+	// registration, not its start.
+	Metadata func(ctx context.Context) (*metadata.Instance, error)
 	// Mounter is the node's OS.
 	Mounter mounter.Mounter
 	// VolumeAttachLimit, when positive, is reported as MaxVolumesPerNode as
@@ -57,10 +65,13 @@ type Service struct {
 	csi.UnimplementedNodeServer
 
 	os       mounter.Mounter
-	instance metadata.Instance
+	metadata func(ctx context.Context) (*metadata.Instance, error)
 	attach   int
 	reserved int
 	inFlight inflight.Set
+
+	mu       sync.Mutex
+	instance *metadata.Instance // nil until Metadata answered
 }
 
 // New checks the configuration and returns the node service.
@@ -68,18 +79,39 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Mounter == nil {
 		return nil, errors.New("node service needs a mounter")
 	}
-	if cfg.Instance == nil || cfg.Instance.ID == "" {
-		return nil, errors.New("node service needs the instance ID (the CSI node ID)")
-	}
-	if cfg.Instance.Zone == "" {
-		return nil, errors.New("node service needs the instance's availability zone for topology")
+	if cfg.Metadata == nil {
+		return nil, errors.New("node service needs a metadata source")
 	}
 	return &Service{
 		os:       cfg.Mounter,
-		instance: *cfg.Instance,
+		metadata: cfg.Metadata,
 		attach:   cfg.VolumeAttachLimit,
 		reserved: cfg.ReservedVolumeAttachments,
 	}, nil
+}
+
+// Instance returns who this node is, asking the metadata source when it
+// has not answered yet. Concurrent callers wait for one question rather
+// than each asking.
+func (s *Service) Instance(ctx context.Context) (metadata.Instance, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.instance != nil {
+		return *s.instance, nil
+	}
+	in, err := s.metadata(ctx)
+	if err != nil {
+		return metadata.Instance{}, err
+	}
+	switch {
+	case in == nil || in.ID == "":
+		return metadata.Instance{}, errors.New("node metadata has no instance ID (the CSI node ID)")
+	case in.Zone == "":
+		return metadata.Instance{}, fmt.Errorf("node metadata of %s has no availability zone", in.ID)
+	}
+	s.instance = in
+	klog.V(2).InfoS("Node identity known", "instanceID", in.ID, "instanceType", in.Type, "zone", in.Zone)
+	return *in, nil
 }
 
 // nodeCapabilities are the node RPCs this service implements.
@@ -110,12 +142,16 @@ func (s *Service) PluginCapabilities() []*csi.PluginCapability {
 
 // NodeGetInfo names the node by its instance ID, places it in its zone and
 // says how many more volumes can be attached to it.
-func (s *Service) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+func (s *Service) NodeGetInfo(ctx context.Context, _ *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	in, err := s.Instance(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "node metadata is not available yet: %v", err)
+	}
 	return &csi.NodeGetInfoResponse{
-		NodeId:            s.instance.ID,
-		MaxVolumesPerNode: int64(s.maxVolumes()),
+		NodeId:            in.ID,
+		MaxVolumesPerNode: int64(s.maxVolumes(in)),
 		AccessibleTopology: &csi.Topology{Segments: map[string]string{
-			ZoneTopologyKey: s.instance.Zone,
+			ZoneTopologyKey: in.Zone,
 			OSTopologyKey:   runtime.GOOS,
 		}},
 	}, nil
@@ -123,19 +159,19 @@ func (s *Service) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.No
 
 // maxVolumes is the instance type's attachment limit less the slots the
 // instance already uses for other things, unless the operator set it.
-func (s *Service) maxVolumes() int {
+func (s *Service) maxVolumes(in metadata.Instance) int {
 	if s.attach > 0 {
 		return s.attach
 	}
-	limit := limits.ForInstanceType(s.instance.Type)
+	limit := limits.ForInstanceType(in.Type)
 	usage := limits.Usage{
 		Volumes:           s.reserved,
-		NetworkInterfaces: s.instance.NetworkInterfaces,
+		NetworkInterfaces: in.NetworkInterfaces,
 	}
 	if usage.Volumes < 0 {
-		usage.Volumes = 1 + countMappings(s.instance.BlockDeviceMappings, "ebs") // the root volume and launch-time EBS volumes
+		usage.Volumes = 1 + countMappings(in.BlockDeviceMappings, "ebs") // the root volume and launch-time EBS volumes
 	}
-	ephemeral := countMappings(s.instance.BlockDeviceMappings, "ephemeral")
+	ephemeral := countMappings(in.BlockDeviceMappings, "ephemeral")
 	nvme, err := s.os.InstanceStoreVolumes()
 	if err != nil {
 		// Counting nothing errs high by at most the instance store volumes of
@@ -144,7 +180,7 @@ func (s *Service) maxVolumes() int {
 	}
 	usage.InstanceStoreVolumes = max(ephemeral, nvme)
 	n := limit.Available(usage)
-	klog.V(2).InfoS("Computed attachment limit", "instanceType", s.instance.Type, "slots", limit.Slots,
+	klog.V(2).InfoS("Computed attachment limit", "instanceType", in.Type, "slots", limit.Slots,
 		"kind", limit.Kind, "volumesInUse", usage.Volumes, "networkInterfaces", usage.NetworkInterfaces,
 		"instanceStoreVolumes", usage.InstanceStoreVolumes, "maxVolumesPerNode", n)
 	return n

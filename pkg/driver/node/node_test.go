@@ -9,21 +9,58 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/diskplane/diskplane/pkg/cloud/metadata"
 )
 
 func TestNewRefusesIncompleteConfig(t *testing.T) {
-	f := newFakeOS()
 	for name, cfg := range map[string]Config{
-		"no mounter":  {Instance: testInstance()},
-		"no instance": {Mounter: f},
-		"no ID":       {Mounter: f, Instance: &metadata.Instance{Zone: "us-east-1a"}},
-		"no zone":     {Mounter: f, Instance: &metadata.Instance{ID: "i-1"}},
+		"no mounter":  {Metadata: staticMetadata(testInstance())},
+		"no metadata": {Mounter: newFakeOS()},
 	} {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: New accepted %+v", name, cfg)
 		}
+	}
+}
+
+// TestNodeGetInfoWaitsForMetadata checks that a node whose metadata source
+// fails (IMDS unreachable at boot) answers Unavailable, asks again on the
+// next call, and keeps the first complete answer.
+func TestNodeGetInfoWaitsForMetadata(t *testing.T) {
+	answers := []struct {
+		in  *metadata.Instance
+		err error
+	}{
+		{err: errors.New("imds: connection refused")},
+		{in: &metadata.Instance{Zone: "us-east-1a"}},
+		{in: &metadata.Instance{ID: "i-1"}},
+		{in: testInstance()},
+		{err: errors.New("must not be asked again")},
+	}
+	asked := 0
+	source := func(context.Context) (*metadata.Instance, error) {
+		a := answers[asked]
+		asked++
+		return a.in, a.err
+	}
+	s, err := New(Config{Metadata: source, Mounter: newFakeOS(), ReservedVolumeAttachments: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i, want := range []codes.Code{codes.Unavailable, codes.Unavailable, codes.Unavailable, codes.OK, codes.OK} {
+		resp, err := s.NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})
+		if status.Code(err) != want {
+			t.Fatalf("call %d: %v, want %v", i, err, want)
+		}
+		if err == nil && resp.NodeId != testInstance().ID {
+			t.Fatalf("call %d: node ID %q", i, resp.NodeId)
+		}
+	}
+	if asked != 4 {
+		t.Fatalf("metadata asked %d times, want 4", asked)
 	}
 }
 
@@ -94,7 +131,7 @@ func TestNodeGetInfo(t *testing.T) {
 			if tc.instance != nil {
 				tc.instance(in)
 			}
-			cfg := Config{Instance: in, Mounter: f, ReservedVolumeAttachments: -1}
+			cfg := Config{Metadata: staticMetadata(in), Mounter: f, ReservedVolumeAttachments: -1}
 			if tc.cfg != nil {
 				tc.cfg(&cfg)
 			}
