@@ -87,8 +87,18 @@ type Mounter interface {
 // Stats is what NodeGetVolumeStats reports for a filesystem, measured the
 // way df measures it.
 type Stats struct {
-	TotalBytes, AvailableBytes, UsedBytes int64
-	TotalInodes, FreeInodes, UsedInodes   int64
+	// TotalBytes is the filesystem's size (df's "size").
+	TotalBytes int64
+	// AvailableBytes is what unprivileged users may still write (df's "avail").
+	AvailableBytes int64
+	// UsedBytes is the space in use (df's "used").
+	UsedBytes int64
+	// TotalInodes is the number of inodes.
+	TotalInodes int64
+	// FreeInodes is the inodes still free.
+	FreeInodes int64
+	// UsedInodes is the inodes in use.
+	UsedInodes int64
 }
 
 // Errors the node service maps to gRPC codes.
