@@ -24,6 +24,10 @@ var instancePaging = pageRules{param: "instanceId", min: 5, max: 1000}
 func (c *Cloud) DescribeInstances(q Query) (Page[InstanceView], error) {
 	var page Page[InstanceView]
 	err := c.do(func(time.Time) error {
+		size, e := checkPaging(q, instancePaging)
+		if e != nil {
+			return e
+		}
 		var ins []*Instance
 		if len(q.IDs) > 0 {
 			var missing []string
@@ -50,11 +54,7 @@ func (c *Cloud) DescribeInstances(q Query) (Page[InstanceView], error) {
 			z, _ := findZone(c.cfg.Zones, in.Zone)
 			items = append(items, InstanceView{Instance: cloneInstance(in), ZoneID: z.ID, BlockDevices: c.instanceAttachments(in.ID)})
 		}
-		items, e := filterItems(items, q.Filters, instanceField, func(v InstanceView) map[string]string { return v.Tags })
-		if e != nil {
-			return e
-		}
-		size, e := checkPaging(q, instancePaging)
+		items, e = filterItems(items, q.Filters, instanceField, func(v InstanceView) map[string]string { return v.Tags })
 		if e != nil {
 			return e
 		}
@@ -121,6 +121,10 @@ var instanceTypePaging = pageRules{min: 5, max: 100, byDefault: 100}
 // DescribeInstanceTypes lists catalogue entries by name and filters. An
 // unknown type name is an error, as on EC2.
 func (c *Cloud) DescribeInstanceTypes(q Query) (Page[InstanceType], error) {
+	size, e := checkPaging(q, instanceTypePaging)
+	if e != nil {
+		return Page[InstanceType]{}, e
+	}
 	var items []InstanceType
 	if len(q.IDs) > 0 {
 		for _, name := range dedupe(q.IDs) {
@@ -135,11 +139,7 @@ func (c *Cloud) DescribeInstanceTypes(q Query) (Page[InstanceType], error) {
 			items = append(items, t)
 		}
 	}
-	items, e := filterItems(items, q.Filters, instanceTypeField, func(InstanceType) map[string]string { return nil })
-	if e != nil {
-		return Page[InstanceType]{}, e
-	}
-	size, e := checkPaging(q, instanceTypePaging)
+	items, e = filterItems(items, q.Filters, instanceTypeField, func(InstanceType) map[string]string { return nil })
 	if e != nil {
 		return Page[InstanceType]{}, e
 	}
@@ -237,6 +237,10 @@ var volumeStatusPaging = pageRules{param: "volumeId", min: 5, max: 1000}
 func (c *Cloud) DescribeVolumeStatus(q Query) (Page[VolumeStatus], error) {
 	var page Page[VolumeStatus]
 	err := c.do(func(now time.Time) error {
+		size, e := checkPaging(q, volumeStatusPaging)
+		if e != nil {
+			return e
+		}
 		vols, e := c.selectVolumes(Query{IDs: q.IDs, Hide: q.Hide}, now)
 		if e != nil {
 			return e
@@ -251,10 +255,6 @@ func (c *Cloud) DescribeVolumeStatus(q Query) (Page[VolumeStatus], error) {
 			items = append(items, st)
 		}
 		items, e = filterItems(items, q.Filters, volumeStatusField, func(VolumeStatus) map[string]string { return nil })
-		if e != nil {
-			return e
-		}
-		size, e := checkPaging(q, volumeStatusPaging)
 		if e != nil {
 			return e
 		}

@@ -99,6 +99,10 @@ var modificationPaging = pageRules{min: 5, max: 500}
 func (c *Cloud) DescribeVolumesModifications(q Query) (Page[Modification], error) {
 	var page Page[Modification]
 	err := c.do(func(now time.Time) error {
+		size, e := checkPaging(q, modificationPaging)
+		if e != nil {
+			return e
+		}
 		var items []Modification
 		if len(q.IDs) > 0 {
 			for _, id := range dedupe(q.IDs) {
@@ -116,11 +120,7 @@ func (c *Cloud) DescribeVolumesModifications(q Query) (Page[Modification], error
 				items = append(items, *m)
 			}
 		}
-		items, e := filterItems(items, q.Filters, modificationField, func(Modification) map[string]string { return nil })
-		if e != nil {
-			return e
-		}
-		size, e := checkPaging(q, modificationPaging)
+		items, e = filterItems(items, q.Filters, modificationField, func(Modification) map[string]string { return nil })
 		if e != nil {
 			return e
 		}

@@ -108,6 +108,10 @@ var snapshotPaging = pageRules{param: "snapshotSet", min: 5, max: 1000}
 func (c *Cloud) DescribeSnapshots(q SnapshotQuery) (Page[Snapshot], error) {
 	var page Page[Snapshot]
 	err := c.do(func(now time.Time) error {
+		size, e := checkPaging(q.Query, snapshotPaging)
+		if e != nil {
+			return e
+		}
 		var items []Snapshot
 		if len(q.IDs) > 0 {
 			var missing []string
@@ -135,11 +139,7 @@ func (c *Cloud) DescribeSnapshots(q SnapshotQuery) (Page[Snapshot], error) {
 		if len(q.Owners) > 0 && !slices.Contains(q.Owners, "self") && !slices.Contains(q.Owners, c.cfg.AccountID) {
 			items = nil
 		}
-		items, e := filterItems(items, q.Filters, snapshotField, func(s Snapshot) map[string]string { return s.Tags })
-		if e != nil {
-			return e
-		}
-		size, e := checkPaging(q.Query, snapshotPaging)
+		items, e = filterItems(items, q.Filters, snapshotField, func(s Snapshot) map[string]string { return s.Tags })
 		if e != nil {
 			return e
 		}

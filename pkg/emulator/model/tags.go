@@ -168,6 +168,10 @@ var tagPaging = pageRules{min: 5, max: 1000}
 func (c *Cloud) DescribeTags(q Query) (Page[TagDescription], error) {
 	var page Page[TagDescription]
 	err := c.do(func(now time.Time) error {
+		size, e := checkPaging(q, tagPaging)
+		if e != nil {
+			return e
+		}
 		var items []TagDescription
 		add := func(id, typ string, tags map[string]string) {
 			for k, v := range tags {
@@ -187,13 +191,9 @@ func (c *Cloud) DescribeTags(q Query) (Page[TagDescription], error) {
 		for _, in := range c.st.Instances {
 			add(in.ID, "instance", in.Tags)
 		}
-		items, e := filterItems(items, q.Filters, tagField, func(t TagDescription) map[string]string {
+		items, e = filterItems(items, q.Filters, tagField, func(t TagDescription) map[string]string {
 			return map[string]string{t.Key: t.Value}
 		})
-		if e != nil {
-			return e
-		}
-		size, e := checkPaging(q, tagPaging)
 		if e != nil {
 			return e
 		}

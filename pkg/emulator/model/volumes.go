@@ -354,11 +354,11 @@ var volumePaging = pageRules{param: "volumeSet", min: 5, max: 500}
 func (c *Cloud) DescribeVolumes(q Query) (Page[Volume], error) {
 	var page Page[Volume]
 	err := c.do(func(now time.Time) error {
-		items, e := c.selectVolumes(q, now)
+		size, e := checkPaging(q, volumePaging)
 		if e != nil {
 			return e
 		}
-		size, e := checkPaging(q, volumePaging)
+		items, e := c.selectVolumes(q, now)
 		if e != nil {
 			return e
 		}

@@ -1,0 +1,108 @@
+// Package admin serves the EC2 emulator's admin listener: Prometheus metrics
+// (per-action request counts and latencies), a health check, the fault
+// setting as JSON (read and change at run time), and read-only JSON views
+// of the emulated cloud for scripts and demos. It is a separate listener
+// from the EC2 endpoint so a driver under test never sees it.
+package admin
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/klog/v2"
+
+	"github.com/diskplane/diskplane/pkg/emulator/faults"
+	"github.com/diskplane/diskplane/pkg/emulator/model"
+)
+
+// maxFaultDocument bounds a fault-setting request body.
+const maxFaultDocument = 1 << 20
+
+// Paths of the admin API.
+const (
+	PathMetrics       = "/metrics"
+	PathHealth        = "/healthz"
+	PathFaults        = "/faults"
+	PathReleaseStuck  = "/faults/release-stuck-attachments"
+	PathVolumes       = "/volumes"
+	PathSnapshots     = "/snapshots"
+	PathInstances     = "/instances"
+	contentTypeJSON   = "application/json"
+	headerContentType = "Content-Type"
+)
+
+// NewHandler returns the admin API over a cloud, its faults and the
+// registry holding the emulator's metrics.
+func NewHandler(cloud *model.Cloud, f *faults.Faults, g prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+PathMetrics, promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET "+PathHealth, func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET "+PathFaults, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, f.Config())
+	})
+	mux.HandleFunc("PUT "+PathFaults, func(w http.ResponseWriter, r *http.Request) {
+		changeFaults(w, r, f, func(doc []byte) error {
+			var cfg faults.Config
+			if err := json.Unmarshal(doc, &cfg); err != nil {
+				return err
+			}
+			return f.Set(cfg)
+		})
+	})
+	mux.HandleFunc("PATCH "+PathFaults, func(w http.ResponseWriter, r *http.Request) {
+		changeFaults(w, r, f, f.Patch)
+	})
+	mux.HandleFunc("POST "+PathReleaseStuck, func(w http.ResponseWriter, _ *http.Request) {
+		n := cloud.ReleaseStuckAttachments()
+		klog.InfoS("Released stuck attachments", "count", n)
+		writeJSON(w, http.StatusOK, map[string]int{"released": n})
+	})
+	mux.HandleFunc("GET "+PathVolumes, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, nonNil(cloud.Volumes()))
+	})
+	mux.HandleFunc("GET "+PathSnapshots, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, nonNil(cloud.Snapshots()))
+	})
+	mux.HandleFunc("GET "+PathInstances, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, nonNil(cloud.Instances()))
+	})
+	return mux
+}
+
+// changeFaults applies a fault document and answers the new setting.
+func changeFaults(w http.ResponseWriter, r *http.Request, f *faults.Faults, apply func([]byte) error) {
+	doc, err := io.ReadAll(io.LimitReader(r.Body, maxFaultDocument))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err := apply(doc); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	writeJSON(w, http.StatusOK, f.Config())
+}
+
+// nonNil turns a nil list into an empty one, so JSON shows [] not null.
+func nonNil[T any](items []T) []T {
+	if items == nil {
+		return []T{}
+	}
+	return items
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set(headerContentType, contentTypeJSON)
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		klog.ErrorS(err, "Writing an admin response failed")
+	}
+}

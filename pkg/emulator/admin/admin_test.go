@@ -1,0 +1,122 @@
+package admin_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
+	"github.com/diskplane/diskplane/pkg/emulator/faults"
+	"github.com/diskplane/diskplane/pkg/emulator/model"
+)
+
+// call sends one admin request and returns the status and body.
+func call(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func TestAdminAPI(t *testing.T) {
+	env := emulatortest.Start(t, emulatortest.Options{Faults: faults.Config{StuckAttach: faults.StuckAttach{Next: 1}}})
+	client := env.EC2Client()
+	vol, err := client.CreateVolume(t.Context(), &ec2.CreateVolumeInput{AvailabilityZone: aws.String(env.Zone()), Size: aws.Int32(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.AttachVolume(t.Context(), &ec2.AttachVolumeInput{VolumeId: vol.VolumeId, InstanceId: aws.String(env.LocalInstance().ID), Device: aws.String("/dev/sdf")}); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name       string
+		method     string
+		path       string
+		body       string
+		wantStatus int
+		check      func(t *testing.T, body string)
+	}{
+		{name: "health", method: "GET", path: "/healthz", wantStatus: 200},
+		{name: "volumes", method: "GET", path: "/volumes", wantStatus: 200, check: func(t *testing.T, body string) {
+			var vols []model.Volume
+			if err := json.Unmarshal([]byte(body), &vols); err != nil {
+				t.Fatal(err)
+			}
+			if len(vols) != 2 || !strings.Contains(body, aws.ToString(vol.VolumeId)) {
+				t.Fatalf("volumes %s", body)
+			}
+		}},
+		{name: "instances", method: "GET", path: "/instances", wantStatus: 200, check: func(t *testing.T, body string) {
+			if !strings.Contains(body, env.LocalInstance().ID) {
+				t.Fatalf("instances %s", body)
+			}
+		}},
+		{name: "snapshots", method: "GET", path: "/snapshots", wantStatus: 200, check: func(t *testing.T, body string) {
+			if strings.TrimSpace(body) != "[]" {
+				t.Fatalf("snapshots %s", body)
+			}
+		}},
+		{name: "metrics count the calls", method: "GET", path: "/metrics", wantStatus: 200, check: func(t *testing.T, body string) {
+			for _, want := range []string{
+				`ec2_emulator_api_requests_total{action="CreateVolume",code="Success"} 1`,
+				`ec2_emulator_api_request_duration_seconds_count{action="AttachVolume"} 1`,
+			} {
+				if !strings.Contains(body, want) {
+					t.Fatalf("metrics lack %q", want)
+				}
+			}
+		}},
+		{name: "release stuck attachments", method: "POST", path: "/faults/release-stuck-attachments", wantStatus: 200, check: func(t *testing.T, body string) {
+			if !strings.Contains(body, `"released": 1`) {
+				t.Fatalf("release answered %s", body)
+			}
+		}},
+		{name: "patch faults", method: "PATCH", path: "/faults", body: `{"eventualConsistency":"3s"}`, wantStatus: 200, check: func(t *testing.T, body string) {
+			if env.Faults().Hide().String() != "3s" || !strings.Contains(body, `"eventualConsistency": "3s"`) {
+				t.Fatalf("after patch %s", body)
+			}
+		}},
+		{name: "read faults", method: "GET", path: "/faults", wantStatus: 200, check: func(t *testing.T, body string) {
+			if !strings.Contains(body, `"eventualConsistency": "3s"`) {
+				t.Fatalf("faults %s", body)
+			}
+		}},
+		{name: "replace faults", method: "PUT", path: "/faults", body: `{"unauthorized":["DeleteVolume"]}`, wantStatus: 200, check: func(t *testing.T, body string) {
+			c := env.Faults().Config()
+			if c.EventualConsistency != 0 || len(c.Unauthorized) != 1 {
+				t.Fatalf("after replace %+v", c)
+			}
+		}},
+		{name: "invalid faults", method: "PUT", path: "/faults", body: `{"errors":[{"action":"*","code":"Nope","probability":1}]}`, wantStatus: 400},
+		{name: "malformed faults", method: "PATCH", path: "/faults", body: `{`, wantStatus: 400},
+		{name: "wrong method", method: "DELETE", path: "/volumes", wantStatus: 405},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			status, body := call(t, tc.method, env.AdminURL+tc.path, tc.body)
+			if status != tc.wantStatus {
+				t.Fatalf("%s %s = %d %s, want %d", tc.method, tc.path, status, body, tc.wantStatus)
+			}
+			if tc.check != nil {
+				tc.check(t, body)
+			}
+		})
+	}
+}
