@@ -2,7 +2,6 @@ package cloud
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
@@ -108,12 +108,13 @@ var _ Cloud = (*ec2Cloud)(nil)
 // configuration chain points at: the region from cfg.Region, AWS_REGION, the
 // shared config file or the instance metadata service; credentials from the
 // default chain (environment, web identity / IRSA, EKS Pod Identity, shared
-// files, instance profile); the endpoint from AWS_ENDPOINT_URL_EC2 or
+// files, instance profile; the metadata service's endpoint from
+// AWS_EC2_METADATA_SERVICE_ENDPOINT); the endpoint from AWS_ENDPOINT_URL_EC2 or
 // AWS_ENDPOINT_URL (an EC2-compatible cloud, or the emulator), else EC2's
 // own. Credentials are fetched at the first call, so a bad setup shows in
 // HealthCheck rather than here. Close the Cloud when done.
 func New(ctx context.Context, cfg Config) (Cloud, error) {
-	opts := []func(*config.LoadOptions) error{config.WithEC2IMDSRegion()}
+	var opts []func(*config.LoadOptions) error
 	if cfg.Region != "" {
 		opts = append(opts, config.WithRegion(cfg.Region))
 	}
@@ -122,10 +123,20 @@ func New(ctx context.Context, cfg Config) (Cloud, error) {
 		return nil, fmt.Errorf("load the AWS SDK configuration: %w", err)
 	}
 	if awsCfg.Region == "" {
-		return nil, errors.New("no AWS region: set AWS_REGION, or run where the instance metadata service answers")
+		imdsCtx, cancel := context.WithTimeout(ctx, imdsRegionTimeout)
+		defer cancel()
+		out, err := imds.NewFromConfig(awsCfg).GetRegion(imdsCtx, &imds.GetRegionInput{})
+		if err != nil {
+			return nil, fmt.Errorf("no AWS region: set AWS_REGION, or run where the instance metadata service answers (%w)", err)
+		}
+		awsCfg.Region = out.Region
 	}
 	return NewFromAWSConfig(awsCfg, cfg)
 }
+
+// imdsRegionTimeout bounds the region lookup in the instance metadata
+// service, so a controller that runs off EC2 without AWS_REGION fails fast.
+const imdsRegionTimeout = 10 * time.Second
 
 // NewFromAWSConfig is New with an SDK configuration the caller loaded
 // itself (a program with its own credential setup, or a test pointing at an

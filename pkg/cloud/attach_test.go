@@ -1,0 +1,259 @@
+package cloud
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/diskplane/diskplane/pkg/cloud/devicenames"
+	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
+	"github.com/diskplane/diskplane/pkg/emulator/faults"
+	"github.com/diskplane/diskplane/pkg/emulator/model"
+)
+
+// twoInstances declares the local instance and a second one in the same
+// zone, plus one in another zone.
+func twoInstances() emulatortest.Options {
+	return emulatortest.Options{Instances: []model.InstanceSpec{
+		{ID: "i-0000000000000000a", Zone: "us-east-1a", Local: true},
+		{ID: "i-0000000000000000b", Zone: "us-east-1a"},
+		{ID: "i-0000000000000000c", Zone: "us-east-1b"},
+	}}
+}
+
+const (
+	instanceA     = "i-0000000000000000a"
+	instanceB     = "i-0000000000000000b"
+	instanceOther = "i-0000000000000000c"
+)
+
+func TestAttachVolume(t *testing.T) {
+	t.Parallel()
+	c, env := start(t, twoInstances())
+	zoneA := &CreateVolumeOptions{SizeGiB: 1, Zone: "us-east-1a"}
+	vol := mustCreate(t, c, "pvc-1", zoneA)
+	shared := mustCreate(t, c, "pvc-shared", &CreateVolumeOptions{SizeGiB: 10, Zone: "us-east-1a", Type: VolumeTypeIO2, IOPS: 1000, MultiAttach: true})
+
+	device, err := c.AttachVolume(testContext(t), vol.ID, instanceA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(devicenames.Candidates(), device) {
+		t.Errorf("device %q is not one of the allocator's names", device)
+	}
+	again, err := c.AttachVolume(testContext(t), vol.ID, instanceA)
+	if err != nil || again != device {
+		t.Fatalf("attaching again = %q, %v; want %q", again, err, device)
+	}
+	if n := env.Calls("AttachVolume"); n != 1 {
+		t.Errorf("%d AttachVolume calls; attaching what is attached must not call EC2 again", n)
+	}
+	inst, err := c.GetInstance(testContext(t), instanceA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(inst.DeviceNames, device) || inst.AttachedVolumes != 2 || inst.Type != "m5.large" || inst.Zone != "us-east-1a" {
+		t.Errorf("instance %+v: want %s among 2 attachments (root included)", inst, device)
+	}
+
+	t.Run("attached elsewhere", func(t *testing.T) {
+		_, err := c.AttachVolume(testContext(t), vol.ID, instanceB)
+		var elsewhere *AttachedElsewhereError
+		if !errors.As(err, &elsewhere) || !errors.Is(err, ErrAttachedElsewhere) {
+			t.Fatalf("err = %v, want an AttachedElsewhereError", err)
+		}
+		if !slices.Equal(elsewhere.InstanceIDs, []string{instanceA}) || elsewhere.VolumeID != vol.ID {
+			t.Errorf("error names %+v", elsewhere)
+		}
+	})
+	t.Run("multi-attach", func(t *testing.T) {
+		for _, inst := range []string{instanceA, instanceB} {
+			if _, err := c.AttachVolume(testContext(t), shared.ID, inst); err != nil {
+				t.Fatalf("attach to %s: %v", inst, err)
+			}
+		}
+		got, err := c.GetVolume(testContext(t), shared.ID)
+		if err != nil || len(got.Attachments) != 2 {
+			t.Fatalf("volume %+v, %v: want two attachments", got, err)
+		}
+	})
+
+	errorCases := []struct {
+		name     string
+		volume   func() string
+		instance string
+		want     error
+	}{
+		{"missing volume", func() string { return "vol-0123456789abcdef0" }, instanceA, ErrNotFound},
+		{"missing instance", func() string { return mustCreate(t, c, "pvc-2", zoneA).ID }, "i-0123456789abcdef0", ErrNotFound},
+		{"other zone", func() string { return mustCreate(t, c, "pvc-3", zoneA).ID }, instanceOther, ErrInvalidArgument},
+	}
+	for _, tc := range errorCases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.AttachVolume(testContext(t), tc.volume(), tc.instance)
+			wantErr(t, err, tc.want)
+		})
+	}
+}
+
+func TestAttachAwaitsAttachmentInProgress(t *testing.T) {
+	t.Parallel()
+	c, env := start(t, emulatortest.Options{Latencies: model.Latencies{Attach: 300 * time.Millisecond}})
+	vol := mustCreate(t, c, "pvc-1", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
+	inst := env.LocalInstance().ID
+	if _, err := rawClient(env).AttachVolume(testContext(t), &ec2.AttachVolumeInput{
+		VolumeId: aws.String(vol.ID), InstanceId: aws.String(inst), Device: aws.String("/dev/xvdzz"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	device, err := c.AttachVolume(testContext(t), vol.ID, inst)
+	if err != nil || device != "/dev/xvdzz" {
+		t.Fatalf("AttachVolume = %q, %v; want the attachment in progress, /dev/xvdzz", device, err)
+	}
+	if n := env.Calls("AttachVolume"); n != 1 {
+		t.Errorf("%d AttachVolume calls; the one in progress should have been awaited", n)
+	}
+}
+
+// TestAttachRetriesDeviceNameInUse runs two controllers (say, two leaders
+// overlapping during a failover) that pick the same device name for two
+// volumes on one instance: EC2 refuses the second, which takes another name.
+func TestAttachRetriesDeviceNameInUse(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulatortest.Options{Faults: faults.Config{
+		Latency: map[string]faults.Duration{"AttachVolume": faults.Duration(time.Second)},
+	}})
+	first, second := newCloud(t, env, testConfig()), newCloud(t, env, testConfig())
+	inst := env.LocalInstance().ID
+	vols := []string{
+		mustCreate(t, first, "pvc-1", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()}).ID,
+		mustCreate(t, first, "pvc-2", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()}).ID,
+	}
+	devices := make([]string, 2)
+	var wg sync.WaitGroup
+	for i, c := range []Cloud{first, second} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := c.AttachVolume(testContext(t), vols[i], inst)
+			if err != nil {
+				t.Error(err)
+			}
+			devices[i] = d
+		}()
+	}
+	wg.Wait()
+	if devices[0] == devices[1] {
+		t.Fatalf("both volumes attached as %s", devices[0])
+	}
+	if n := env.CallsWithCode("AttachVolume", "InvalidParameterValue"); n != 1 {
+		t.Errorf("%d refused attaches, want exactly 1 (the test relies on both picking the same name)", n)
+	}
+}
+
+func TestStuckAttachIsDetached(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulatortest.Options{Faults: faults.Config{StuckAttach: faults.StuckAttach{Next: 1}}})
+	cfg := testConfig()
+	cfg.AttachStuckTimeout = 200 * time.Millisecond
+	c := newCloud(t, env, cfg)
+	vol := mustCreate(t, c, "pvc-1", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
+	inst := env.LocalInstance().ID
+	_, err := c.AttachVolume(testContext(t), vol.ID, inst)
+	wantErr(t, err, ErrUnavailable)
+	if n := env.Calls("DetachVolume"); n != 1 {
+		t.Fatalf("%d DetachVolume calls; the stuck attachment should have been detached", n)
+	}
+	device, err := c.AttachVolume(testContext(t), vol.ID, inst)
+	if err != nil {
+		t.Fatalf("the retry after a stuck attach failed: %v", err)
+	}
+	got, err := c.GetVolume(testContext(t), vol.ID)
+	if err != nil || len(got.Attachments) != 1 || got.Attachments[0].State != attachmentAttached || got.Attachments[0].DevicePath != device {
+		t.Errorf("after the retry: %+v, %v", got, err)
+	}
+}
+
+func TestAttachmentLimit(t *testing.T) {
+	t.Parallel()
+	c, env := start(t, emulatortest.Options{Instances: []model.InstanceSpec{{Type: "m5.large", NetworkInterfaces: 3, Local: true}}})
+	inst := env.LocalInstance().ID
+	// 28 shared slots: the root volume and three network interfaces take 4.
+	for i := range 24 {
+		v := mustCreate(t, c, fmt.Sprintf("pvc-%d", i), &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
+		if _, err := c.AttachVolume(testContext(t), v.ID, inst); err != nil {
+			t.Fatalf("attachment %d: %v", i, err)
+		}
+	}
+	v := mustCreate(t, c, "pvc-full", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
+	_, err := c.AttachVolume(testContext(t), v.ID, inst)
+	wantErr(t, err, ErrLimitExceeded)
+}
+
+func TestDetachVolume(t *testing.T) {
+	t.Parallel()
+	c, _ := start(t, twoInstances())
+	zoneA := &CreateVolumeOptions{SizeGiB: 1, Zone: "us-east-1a"}
+	attached := mustCreate(t, c, "pvc-1", zoneA)
+	onB := mustCreate(t, c, "pvc-2", zoneA)
+	for _, a := range []struct{ vol, inst string }{{attached.ID, instanceA}, {onB.ID, instanceB}} {
+		if _, err := c.AttachVolume(testContext(t), a.vol, a.inst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name     string
+		volume   string
+		instance string
+		want     error
+	}{
+		{"attached", attached.ID, instanceA, nil},
+		{"already detached", attached.ID, instanceA, ErrNotFound},
+		{"attached to another instance", onB.ID, instanceA, ErrNotFound},
+		{"missing volume", "vol-0123456789abcdef0", instanceA, ErrNotFound},
+		{"missing instance", onB.ID, "i-0123456789abcdef0", ErrNotFound},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			wantErr(t, c.DetachVolume(testContext(t), tc.volume, tc.instance), tc.want)
+		})
+	}
+	got, err := c.GetVolume(testContext(t), attached.ID)
+	if err != nil || got.State != volumeAvailable || len(got.Attachments) != 0 {
+		t.Errorf("after detaching: %+v, %v", got, err)
+	}
+}
+
+func TestDetachWaitsUntilDetached(t *testing.T) {
+	t.Parallel()
+	c, env := start(t, emulatortest.Options{Latencies: model.Latencies{Detach: 300 * time.Millisecond}})
+	vol := mustCreate(t, c, "pvc-1", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
+	inst := env.LocalInstance().ID
+	if _, err := c.AttachVolume(testContext(t), vol.ID, inst); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DetachVolume(testContext(t), vol.ID, inst); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range env.Cloud().Volumes() {
+		if v.ID == vol.ID && (v.State != model.VolumeAvailable || len(v.Attachments) != 0) {
+			t.Errorf("DetachVolume returned while the volume is %s with %d attachments", v.State, len(v.Attachments))
+		}
+	}
+	// A detach that is already running is awaited, not refused.
+	if _, err := c.AttachVolume(testContext(t), vol.ID, inst); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rawClient(env).DetachVolume(testContext(t), &ec2.DetachVolumeInput{VolumeId: aws.String(vol.ID)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DetachVolume(testContext(t), vol.ID, inst); err != nil {
+		t.Errorf("detaching a volume that is detaching: %v", err)
+	}
+}

@@ -1,0 +1,148 @@
+package cloud
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
+)
+
+// batchingConfig gives concurrent lookups a window wide enough that
+// goroutines started together reliably share a batch on a loaded machine.
+func batchingConfig() Config {
+	cfg := testConfig()
+	cfg.BatchMaxDelay = 100 * time.Millisecond
+	return cfg
+}
+
+// getConcurrently looks up every ID at once and returns the errors by ID.
+func getConcurrently(t *testing.T, c Cloud, ids []string) map[string]error {
+	t.Helper()
+	var (
+		mu   sync.Mutex
+		errs = map[string]error{}
+		wg   sync.WaitGroup
+	)
+	for _, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := c.GetVolume(testContext(t), id)
+			if err == nil && v.ID != id {
+				err = fmt.Errorf("asked for %s, got %s", id, v.ID)
+			}
+			mu.Lock()
+			errs[id] = err
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// createMany creates n volumes at once and returns their IDs.
+func createMany(t *testing.T, env *emulatortest.Env, n int) []string {
+	t.Helper()
+	c := newCloud(t, env, testConfig())
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids[i] = mustCreate(t, c, fmt.Sprintf("pvc-%d", i), &CreateVolumeOptions{SizeGiB: 1}).ID
+		}()
+	}
+	wg.Wait()
+	return ids
+}
+
+func TestConcurrentGetVolumeIsBatched(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulatortest.Options{})
+	ids := createMany(t, env, 100)
+	tests := []struct {
+		name     string
+		disable  bool
+		maxCalls int
+		minCalls int
+	}{
+		// 100 lookups fit one batch; a few more calls cover goroutines that
+		// start after the first batch has left.
+		{"batched", false, 5, 1},
+		{"batching disabled", true, 100, 100},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := batchingConfig()
+			cfg.DisableBatching = tc.disable
+			c := newCloud(t, env, cfg)
+			before := env.Calls("DescribeVolumes")
+			for id, err := range getConcurrently(t, c, ids) {
+				if err != nil {
+					t.Errorf("%s: %v", id, err)
+				}
+			}
+			calls := env.Calls("DescribeVolumes") - before
+			if calls > tc.maxCalls || calls < tc.minCalls {
+				t.Errorf("100 concurrent GetVolume calls made %d DescribeVolumes calls, want %d to %d", calls, tc.minCalls, tc.maxCalls)
+			}
+			t.Logf("100 concurrent GetVolume calls: %d DescribeVolumes calls", calls)
+		})
+	}
+}
+
+// TestBadIDDoesNotFailTheBatch: EC2 fails a whole DescribeVolumes when one
+// of its IDs does not exist; only that ID's caller may see the error.
+func TestBadIDDoesNotFailTheBatch(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulatortest.Options{})
+	ids := createMany(t, env, 20)
+	c := newCloud(t, env, batchingConfig())
+	const missing, malformed = "vol-0123456789abcdef0", "vol-bogus"
+	errs := getConcurrently(t, c, append(ids, missing, malformed))
+	for id, err := range errs {
+		switch id {
+		case missing, malformed:
+			wantErr(t, err, ErrNotFound)
+		default:
+			if err != nil {
+				t.Errorf("%s failed because of another ID: %v", id, err)
+			}
+		}
+	}
+}
+
+func TestConcurrentGetInstanceIsBatched(t *testing.T) {
+	t.Parallel()
+	c, env := start(t, twoInstances())
+	c = newCloud(t, env, batchingConfig())
+	var wg sync.WaitGroup
+	for i := range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := []string{instanceA, instanceB, instanceOther}[i%3]
+			in, err := c.GetInstance(testContext(t), id)
+			if err != nil || in.ID != id {
+				t.Errorf("GetInstance(%s) = %+v, %v", id, in, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := env.Calls("DescribeInstances"); n > 3 {
+		t.Errorf("30 concurrent GetInstance calls made %d DescribeInstances calls", n)
+	}
+	_, err := c.GetInstance(testContext(t), "i-0123456789abcdef0")
+	wantErr(t, err, ErrNotFound)
+}
+
+func TestClosedCloudIsUnavailable(t *testing.T) {
+	t.Parallel()
+	c, _ := start(t, emulatortest.Options{})
+	c.Close()
+	_, err := c.GetVolume(testContext(t), "vol-0123456789abcdef0")
+	wantErr(t, err, ErrUnavailable)
+}
