@@ -1,0 +1,260 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/diskplane/diskplane/pkg/emulator"
+	"github.com/diskplane/diskplane/pkg/emulator/disks"
+	"github.com/diskplane/diskplane/pkg/emulator/faults"
+	"github.com/diskplane/diskplane/pkg/emulator/model"
+)
+
+// Default listen addresses: loopback only, so the emulator is never reachable
+// from the network unless asked to be.
+const (
+	defaultListen      = "127.0.0.1:8700"
+	defaultIMDSListen  = "127.0.0.1:8701"
+	defaultAdminListen = "127.0.0.1:8702"
+	defaultDataDir     = "/var/lib/ec2-emulator"
+)
+
+// options holds every flag of the server.
+type options struct {
+	listen, imdsListen, adminListen string
+	dataDir, linkDir                string
+	noDevices                       bool
+	region, zones, accountID        string
+	instances                       instanceFlags
+	instancesFile                   string
+	latencies                       model.Latencies
+	modificationsPerDay             int
+	requireIMDSToken                bool
+	showVersion                     bool
+
+	faultsFile          string
+	actionLatency       string
+	throttle            bool
+	injectErrors        errorRuleFlags
+	unauthorized        string
+	eventualConsistency time.Duration
+	stuckAttach         string
+	stuckAttachNext     int
+	faultSeed           uint64
+}
+
+func registerFlags(fs *flag.FlagSet) *options {
+	o := &options{}
+	fs.StringVar(&o.listen, "listen", defaultListen, "host:port of the EC2 Query API (AWS_ENDPOINT_URL_EC2=http://<this>)")
+	fs.StringVar(&o.imdsListen, "imds-listen", defaultIMDSListen, "host:port of the local instance's metadata service (AWS_EC2_METADATA_SERVICE_ENDPOINT); empty disables it")
+	fs.StringVar(&o.adminListen, "admin-listen", defaultAdminListen, "host:port of the admin API (/metrics, /faults, /volumes …); empty disables it")
+	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir, "where the state (state.json) and the volume and snapshot images live")
+	fs.StringVar(&o.linkDir, "device-link-dir", disks.DefaultLinkDir, "where attached volumes get their by-id link (nvme-Amazon_Elastic_Block_Store_vol…)")
+	fs.BoolVar(&o.noDevices, "no-devices", false, "keep state only: no images, no loop devices, no root needed")
+	fs.StringVar(&o.region, "region", model.DefaultRegion, "the region to play")
+	fs.StringVar(&o.zones, "zones", "", "the region's zones as name=id,… (default: <region>a/b/c with IDs <short>-az1/az2/az4)")
+	fs.StringVar(&o.accountID, "account-id", model.DefaultAccountID, "the account that owns every resource")
+	fs.Var(&o.instances, "instance", "declare an instance: id=i-…,type=m5.large,zone=us-east-1a,enis=1,local,tag:Key=Value (repeatable; default: one local m5.large in the first zone)")
+	fs.StringVar(&o.instancesFile, "instances-file", "", "JSON file with a list of instances ({\"id\",\"type\",\"zone\",\"networkInterfaces\",\"local\",\"tags\"}), added to --instance")
+	d := model.DefaultLatencies()
+	fs.DurationVar(&o.latencies.VolumeCreate, "volume-create-latency", d.VolumeCreate, "time a volume stays creating")
+	fs.DurationVar(&o.latencies.VolumeDelete, "volume-delete-latency", d.VolumeDelete, "time a volume stays deleting")
+	fs.DurationVar(&o.latencies.Attach, "attach-latency", d.Attach, "time an attachment stays attaching")
+	fs.DurationVar(&o.latencies.Detach, "detach-latency", d.Detach, "time an attachment stays detaching (a busy device: until it is free)")
+	fs.DurationVar(&o.latencies.Snapshot, "snapshot-latency", d.Snapshot, "time a snapshot stays pending")
+	fs.DurationVar(&o.latencies.Modify, "modify-latency", d.Modify, "time a modification stays modifying")
+	fs.DurationVar(&o.latencies.Optimize, "optimize-latency", d.Optimize, "time a modification stays optimizing")
+	fs.IntVar(&o.modificationsPerDay, "modifications-per-day", model.DefaultModificationsPerDay, "modifications a volume may start in a rolling 24 hours; negative means no limit")
+	fs.BoolVar(&o.requireIMDSToken, "require-imds-token", false, "answer IMDSv1 requests (without a session token) with 401, like HttpTokens=required")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+
+	fs.StringVar(&o.faultsFile, "faults-file", "", "JSON fault setting to start with (the document GET /faults returns); the fault flags below apply on top")
+	fs.StringVar(&o.actionLatency, "action-latency", "", "added latency per action: Action=duration,… (Action * for all)")
+	fs.BoolVar(&o.throttle, "throttle", false, "throttle like EC2: a token bucket per action (mutating 200/5s, describe 100/20s, unfiltered describe 50/10s) answering RequestLimitExceeded")
+	fs.Var(&o.injectErrors, "inject-error", "inject an error: Action=InternalError|Unavailable:probability[:count] (repeatable; Action * for all)")
+	fs.StringVar(&o.unauthorized, "unauthorized", "", "actions that answer UnauthorizedOperation, comma-separated (* for all)")
+	fs.DurationVar(&o.eventualConsistency, "eventual-consistency", 0, "hide new volumes and snapshots from Describe* calls for this long")
+	fs.StringVar(&o.stuckAttach, "stuck-attach", "", "volume IDs whose attachments stay attaching, comma-separated")
+	fs.IntVar(&o.stuckAttachNext, "stuck-attach-next", 0, "the next N attachments stay attaching")
+	fs.Uint64Var(&o.faultSeed, "fault-seed", 0, "seed of the random draws of error injection (0: from the clock)")
+	return o
+}
+
+// config turns the flags into the emulator's configuration.
+func (o *options) config() (emulator.Config, error) {
+	cfg := emulator.Config{
+		Cloud: model.Config{
+			Region:              o.region,
+			AccountID:           o.accountID,
+			Instances:           o.instances.specs,
+			DataDir:             o.dataDir,
+			Latencies:           o.latencies,
+			ModificationsPerDay: o.modificationsPerDay,
+		},
+		Devices: !o.noDevices,
+		LinkDir: o.linkDir,
+	}
+	cfg.IMDS.RequireToken = o.requireIMDSToken
+	if o.zones != "" {
+		zones, err := model.ParseZones(o.zones)
+		if err != nil {
+			return cfg, fmt.Errorf("--zones: %w", err)
+		}
+		cfg.Cloud.Zones = zones
+	}
+	if o.instancesFile != "" {
+		b, err := os.ReadFile(o.instancesFile)
+		if err != nil {
+			return cfg, fmt.Errorf("--instances-file: %w", err)
+		}
+		var specs []model.InstanceSpec
+		if err := json.Unmarshal(b, &specs); err != nil {
+			return cfg, fmt.Errorf("--instances-file %s: %w", o.instancesFile, err)
+		}
+		cfg.Cloud.Instances = append(cfg.Cloud.Instances, specs...)
+	}
+	f, err := o.faultConfig()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Faults = f
+	return cfg, nil
+}
+
+// faultConfig builds the initial fault setting from --faults-file and the
+// fault flags.
+func (o *options) faultConfig() (faults.Config, error) {
+	var c faults.Config
+	if o.faultsFile != "" {
+		b, err := os.ReadFile(o.faultsFile)
+		if err != nil {
+			return c, fmt.Errorf("--faults-file: %w", err)
+		}
+		if err := json.Unmarshal(b, &c); err != nil {
+			return c, fmt.Errorf("--faults-file %s: %w", o.faultsFile, err)
+		}
+	}
+	if o.actionLatency != "" {
+		if c.Latency == nil {
+			c.Latency = map[string]faults.Duration{}
+		}
+		for _, item := range splitList(o.actionLatency) {
+			action, dur, ok := strings.Cut(item, "=")
+			d, err := time.ParseDuration(dur)
+			if !ok || action == "" || err != nil {
+				return c, fmt.Errorf("--action-latency %q: want Action=duration", item)
+			}
+			c.Latency[action] = faults.Duration(d)
+		}
+	}
+	if o.throttle {
+		c.Throttle = faults.EC2Throttle()
+	}
+	c.Errors = append(c.Errors, o.injectErrors.rules...)
+	c.Unauthorized = append(c.Unauthorized, splitList(o.unauthorized)...)
+	if o.eventualConsistency != 0 {
+		c.EventualConsistency = faults.Duration(o.eventualConsistency)
+	}
+	c.StuckAttach.VolumeIDs = append(c.StuckAttach.VolumeIDs, splitList(o.stuckAttach)...)
+	if o.stuckAttachNext != 0 {
+		c.StuckAttach.Next = o.stuckAttachNext
+	}
+	if o.faultSeed != 0 {
+		c.Seed = o.faultSeed
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("faults: %w", err)
+	}
+	return c, nil
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// instanceFlags collects --instance values.
+type instanceFlags struct {
+	specs []model.InstanceSpec
+}
+
+func (f *instanceFlags) String() string {
+	var parts []string
+	for _, s := range f.specs {
+		parts = append(parts, fmt.Sprintf("%+v", s))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Set parses one instance: comma-separated key=value items (id, type, zone,
+// enis, tag:<key>) and the bare word "local".
+func (f *instanceFlags) Set(v string) error {
+	var spec model.InstanceSpec
+	for _, item := range splitList(v) {
+		key, val, hasVal := strings.Cut(item, "=")
+		switch {
+		case key == "local" && !hasVal:
+			spec.Local = true
+		case key == "id" && hasVal:
+			spec.ID = val
+		case key == "type" && hasVal:
+			spec.Type = val
+		case key == "zone" && hasVal:
+			spec.Zone = val
+		case key == "enis" && hasVal:
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 {
+				return fmt.Errorf("enis=%s: want a positive number", val)
+			}
+			spec.NetworkInterfaces = n
+		case strings.HasPrefix(key, "tag:") && hasVal:
+			if spec.Tags == nil {
+				spec.Tags = map[string]string{}
+			}
+			spec.Tags[strings.TrimPrefix(key, "tag:")] = val
+		default:
+			return fmt.Errorf("%q: want id=, type=, zone=, enis=, tag:<key>= or local", item)
+		}
+	}
+	f.specs = append(f.specs, spec)
+	return nil
+}
+
+// errorRuleFlags collects --inject-error values.
+type errorRuleFlags struct {
+	rules []faults.ErrorRule
+}
+
+func (f *errorRuleFlags) String() string { return fmt.Sprint(f.rules) }
+
+// Set parses Action=Code:probability[:count].
+func (f *errorRuleFlags) Set(v string) error {
+	action, rest, ok := strings.Cut(v, "=")
+	parts := strings.Split(rest, ":")
+	if !ok || action == "" || len(parts) < 2 || len(parts) > 3 {
+		return fmt.Errorf("%q: want Action=InternalError|Unavailable:probability[:count]", v)
+	}
+	p, err := strconv.ParseFloat(parts[1], 64)
+	if err != nil {
+		return fmt.Errorf("%q: probability: %w", v, err)
+	}
+	rule := faults.ErrorRule{Action: action, Code: parts[0], Probability: p}
+	if len(parts) == 3 {
+		if rule.Count, err = strconv.Atoi(parts[2]); err != nil {
+			return fmt.Errorf("%q: count: %w", v, err)
+		}
+	}
+	f.rules = append(f.rules, rule)
+	return nil
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/diskplane/diskplane/pkg/emulator/faults"
+	"github.com/diskplane/diskplane/pkg/emulator/model"
+)
+
+func parse(t *testing.T, args ...string) (*options, error) {
+	t.Helper()
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o := registerFlags(fs)
+	return o, fs.Parse(args)
+}
+
+func TestInstanceFlag(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    model.InstanceSpec
+		wantErr bool
+	}{
+		{value: "id=i-0123456789abcdef0,type=m5.large,zone=us-east-1b,local", want: model.InstanceSpec{ID: "i-0123456789abcdef0", Type: "m5.large", Zone: "us-east-1b", Local: true}},
+		{value: "type=t3.medium,enis=3,tag:Name=node-2", want: model.InstanceSpec{Type: "t3.medium", NetworkInterfaces: 3, Tags: map[string]string{"Name": "node-2"}}},
+		{value: "", want: model.InstanceSpec{}},
+		{value: "enis=0", wantErr: true},
+		{value: "colour=red", wantErr: true},
+		{value: "local=yes", wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.value, func(t *testing.T) {
+			var f instanceFlags
+			err := f.Set(tc.value)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Set(%q) = %v", tc.value, err)
+			}
+			if err == nil && !reflect.DeepEqual(f.specs[0], tc.want) {
+				t.Fatalf("Set(%q) = %+v, want %+v", tc.value, f.specs[0], tc.want)
+			}
+		})
+	}
+}
+
+func TestErrorRuleFlag(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    faults.ErrorRule
+		wantErr bool
+	}{
+		{value: "CreateVolume=InternalError:0.5", want: faults.ErrorRule{Action: "CreateVolume", Code: "InternalError", Probability: 0.5}},
+		{value: "*=Unavailable:1:3", want: faults.ErrorRule{Action: "*", Code: "Unavailable", Probability: 1, Count: 3}},
+		{value: "CreateVolume", wantErr: true},
+		{value: "CreateVolume=InternalError", wantErr: true},
+		{value: "CreateVolume=InternalError:often", wantErr: true},
+		{value: "CreateVolume=InternalError:1:x", wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.value, func(t *testing.T) {
+			var f errorRuleFlags
+			err := f.Set(tc.value)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Set(%q) = %v", tc.value, err)
+			}
+			if err == nil && f.rules[0] != tc.want {
+				t.Fatalf("Set(%q) = %+v, want %+v", tc.value, f.rules[0], tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigFromFlags(t *testing.T) {
+	dir := t.TempDir()
+	instances := filepath.Join(dir, "instances.json")
+	if err := os.WriteFile(instances, []byte(`[{"id":"i-0aaaaaaaaaaaaaaa1","type":"m7i.large","zone":"eu-west-1b"}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	faultsFile := filepath.Join(dir, "faults.json")
+	if err := os.WriteFile(faultsFile, []byte(`{"latency":{"*":"5ms"},"unauthorized":["DeleteVolume"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parse(t, "--no-devices", "--region=eu-west-1", "--zones=eu-west-1a=euw1-az3,eu-west-1b=euw1-az1",
+		"--instance=type=m5.large,local", "--instances-file="+instances, "--attach-latency=0s",
+		"--faults-file="+faultsFile, "--action-latency=CreateVolume=1s", "--throttle", "--inject-error=*=Unavailable:0.1",
+		"--unauthorized=AttachVolume", "--eventual-consistency=2s", "--stuck-attach=vol-0123456789abcdef0", "--stuck-attach-next=2", "--fault-seed=9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Devices || cfg.Cloud.Region != "eu-west-1" || len(cfg.Cloud.Zones) != 2 || cfg.Cloud.Zones[0].ID != "euw1-az3" {
+		t.Fatalf("cloud %+v", cfg.Cloud)
+	}
+	if len(cfg.Cloud.Instances) != 2 || !cfg.Cloud.Instances[0].Local || cfg.Cloud.Instances[1].Type != "m7i.large" {
+		t.Fatalf("instances %+v", cfg.Cloud.Instances)
+	}
+	if cfg.Cloud.Latencies.Attach != 0 || cfg.Cloud.Latencies.VolumeCreate != model.DefaultLatencies().VolumeCreate {
+		t.Fatalf("latencies %+v", cfg.Cloud.Latencies)
+	}
+	f := cfg.Faults
+	if f.Latency["*"] != faults.Duration(5*time.Millisecond) || f.Latency["CreateVolume"] != faults.Duration(time.Second) ||
+		!f.Throttle.Enabled || len(f.Errors) != 1 || !reflect.DeepEqual(f.Unauthorized, []string{"DeleteVolume", "AttachVolume"}) ||
+		f.EventualConsistency != faults.Duration(2*time.Second) || f.StuckAttach.Next != 2 || len(f.StuckAttach.VolumeIDs) != 1 || f.Seed != 9 {
+		t.Fatalf("faults %+v", f)
+	}
+
+	bad := []struct {
+		args []string
+		want string
+	}{
+		{args: []string{"--zones=nonsense"}, want: "--zones"},
+		{args: []string{"--instances-file=" + filepath.Join(dir, "missing.json")}, want: "--instances-file"},
+		{args: []string{"--faults-file=" + instances}, want: "--faults-file"},
+		{args: []string{"--action-latency=CreateVolume"}, want: "--action-latency"},
+		{args: []string{"--inject-error=*=Boom:1"}, want: "faults"},
+	}
+	for _, tc := range bad {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o, err := parse(t, tc.args...)
+			if err == nil {
+				_, err = o.config()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("config() = %v, want an error about %s", err, tc.want)
+			}
+		})
+	}
+}
