@@ -3,18 +3,62 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/diskplane/diskplane/pkg/cloud"
+	"github.com/diskplane/diskplane/pkg/driver/controller"
+	"github.com/diskplane/diskplane/pkg/driver/parameters"
 )
 
 // controllerFlags are the flags that only the controller service reads.
-type controllerFlags struct{}
+type controllerFlags struct {
+	extraTags            string
+	clusterID            string
+	modifyCoalesceWindow time.Duration
+	userAgentExtra       string
+}
 
-func (f *controllerFlags) register(*flag.FlagSet) {}
+func (f *controllerFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.extraTags, "extra-tags", "",
+		"tags for every volume and snapshot the driver creates, as key=value pairs separated by commas (e.g. team=storage,env=prod)")
+	fs.StringVar(&f.clusterID, "k8s-tag-cluster-id", "",
+		"when set, every volume and snapshot gets the tag kubernetes.io/cluster/<id>=owned")
+	fs.DurationVar(&f.modifyCoalesceWindow, "modify-volume-coalesce-window", controller.DefaultModifyCoalesceWindow,
+		"how long a volume expansion or modification waits for the other one for the same volume, so both become one EC2 ModifyVolume; keep it well below the external-resizer's --timeout")
+	fs.StringVar(&f.userAgentExtra, "user-agent-extra", "",
+		"appended to the user agent of EC2 calls (e.g. helm), so CloudTrail shows how this driver was installed")
+}
 
-// buildController builds the Controller service. Until the controller issue
-// lands, every controller RPC answers Unimplemented.
-func buildController(context.Context, *options, prometheus.Registerer) (csi.ControllerServer, error) {
-	return &csi.UnimplementedControllerServer{}, nil
+// buildController builds the cloud from the SDK's standard configuration
+// (AWS_REGION or instance metadata, the default credential chain,
+// AWS_ENDPOINT_URL_EC2) and the Controller service over it. Bad flags fail
+// here, before the plugin starts serving.
+func buildController(ctx context.Context, opts *options, reg prometheus.Registerer) (csi.ControllerServer, error) {
+	f := &opts.controller
+	if f.modifyCoalesceWindow <= 0 {
+		return nil, fmt.Errorf("--modify-volume-coalesce-window=%v: want a positive duration", f.modifyCoalesceWindow)
+	}
+	extraTags, err := parameters.ParseTagList("--extra-tags", f.extraTags)
+	if err != nil {
+		return nil, err
+	}
+	c, err := cloud.New(ctx, cloud.Config{UserAgentExtra: f.userAgentExtra, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	svc, err := controller.New(c, controller.Options{
+		DriverName:           opts.driverName,
+		ExtraTags:            extraTags,
+		ClusterID:            f.clusterID,
+		ModifyCoalesceWindow: f.modifyCoalesceWindow,
+	})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return svc, nil
 }
