@@ -75,7 +75,7 @@ func registerFlags(fs *flag.FlagSet) *options {
 
 	fs.StringVar(&o.faultsFile, "faults-file", "", "JSON fault setting to start with (the document GET /faults returns); the fault flags below apply on top")
 	fs.StringVar(&o.actionLatency, "action-latency", "", "added latency per action: Action=duration,… (Action * for all)")
-	fs.BoolVar(&o.throttle, "throttle", false, "throttle like EC2: a token bucket per action (mutating 200/5s, describe 100/20s, unfiltered describe 50/10s) answering RequestLimitExceeded")
+	fs.BoolVar(&o.throttle, "throttle", false, "throttle like EC2: a token bucket per action (size/refill per second: mutating 200/5, describe 100/20, unfiltered describe 50/10) answering RequestLimitExceeded")
 	fs.Var(&o.injectErrors, "inject-error", "inject an error: Action=InternalError|Unavailable:probability[:count] (repeatable; Action * for all)")
 	fs.StringVar(&o.unauthorized, "unauthorized", "", "actions that answer UnauthorizedOperation, comma-separated (* for all)")
 	fs.DurationVar(&o.eventualConsistency, "eventual-consistency", 0, "hide new volumes and snapshots from Describe* calls for this long")

@@ -29,7 +29,10 @@ func TestModifyVolume(t *testing.T) {
 		t.Fatalf("a second modification while one runs: %v", err)
 	}
 	// Poll like a client until the modification is optimizing or done.
-	for {
+	for i := 0; ; i++ {
+		if i == 100000 {
+			t.Fatal("the modification never reached optimizing")
+		}
 		mods, err := f.client.DescribeVolumesModifications(f.ctx, &ec2.DescribeVolumesModificationsInput{VolumeIds: []string{id}})
 		if err != nil {
 			t.Fatal(err)

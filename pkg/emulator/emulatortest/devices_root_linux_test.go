@@ -104,7 +104,10 @@ func (f *deviceFixture) snapshot(vol string) string {
 		f.t.Fatal(err)
 	}
 	id := aws.ToString(out.SnapshotId)
-	for {
+	for i := 0; ; i++ {
+		if i == 10000 {
+			f.t.Fatalf("snapshot %s never completed", id)
+		}
 		got, err := f.client.DescribeSnapshots(f.t.Context(), &ec2.DescribeSnapshotsInput{SnapshotIds: []string{id}})
 		if err != nil {
 			f.t.Fatal(err)
@@ -223,7 +226,10 @@ func TestGrowMountedFilesystem(t *testing.T) {
 	if _, err := f.client.ModifyVolume(t.Context(), &ec2.ModifyVolumeInput{VolumeId: aws.String(id), Size: aws.Int32(2)}); err != nil {
 		t.Fatal(err)
 	}
-	for {
+	for i := 0; ; i++ {
+		if i == 10000 {
+			t.Fatal("the modification never reached optimizing")
+		}
 		out, err := f.client.DescribeVolumesModifications(t.Context(), &ec2.DescribeVolumesModificationsInput{VolumeIds: []string{id}})
 		if err != nil {
 			t.Fatal(err)
