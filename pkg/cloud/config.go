@@ -41,9 +41,11 @@ type Config struct {
 	DisableBatching bool
 
 	// PollInterval is the first pause between Describe calls while waiting
-	// for a state change (default 500ms); the pause grows by half each time
-	// up to PollMaxInterval (default 5s).
-	PollInterval    time.Duration
+	// for a state change (default 500ms); the pause grows by half each time.
+	// Most changes take a second or two, and the lookups are batched.
+	PollInterval time.Duration
+	// PollMaxInterval caps that pause (default 5s), so a slow change is
+	// still noticed within seconds of happening.
 	PollMaxInterval time.Duration
 	// AttachStuckTimeout: an attachment still "attaching" this long after it
 	// began is detached and reported as an error, so the next retry starts

@@ -94,6 +94,9 @@ func (c *ec2Cloud) GetSnapshotByName(ctx context.Context, name string) (*Snapsho
 	if err != nil {
 		return nil, err
 	}
+	if len(snaps) == 0 {
+		return nil, fmt.Errorf("no snapshot is named %q: %w", name, ErrNotFound)
+	}
 	return snaps[0], nil
 }
 
