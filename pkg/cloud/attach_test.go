@@ -127,7 +127,7 @@ func TestAttachAwaitsAttachmentInProgress(t *testing.T) {
 func TestAttachRetriesDeviceNameInUse(t *testing.T) {
 	t.Parallel()
 	env := emulatortest.Start(t, emulatortest.Options{Faults: faults.Config{
-		Latency: map[string]faults.Duration{"AttachVolume": faults.Duration(time.Second)},
+		Latency: map[string]faults.Duration{"AttachVolume": faults.Duration(2 * time.Second)},
 	}})
 	first, second := newCloud(t, env, testConfig()), newCloud(t, env, testConfig())
 	inst := env.LocalInstance().ID
