@@ -106,6 +106,8 @@ func TestProbeChecksTheCloud(t *testing.T) {
 	defer cancel()
 	_, err := csi.NewIdentityClient(conn).Probe(ctx, &csi.ProbeRequest{})
 	wantCode(t, err, codes.FailedPrecondition, "cloud API")
+	_, err = csi.NewControllerClient(conn).CreateVolume(ctx, createReq("pvc-denied", 1, ""))
+	wantCode(t, err, codes.PermissionDenied, "UnauthorizedOperation")
 
 	if err := h.env.Faults().Set(faults.Config{}); err != nil {
 		t.Fatal(err)

@@ -17,8 +17,9 @@ import (
 // cloudCodes says which gRPC code each cloud sentinel error becomes, in the
 // CSI spec's terms: a missing source, volume or node is NotFound, an account
 // or attachment limit ResourceExhausted, a volume busy elsewhere
-// FailedPrecondition, and a cloud that keeps failing Unavailable (the
-// sidecars retry that).
+// FailedPrecondition, IAM refusing a call PermissionDenied, work the cloud
+// goes on with after the caller's deadline DeadlineExceeded, and a cloud
+// that keeps failing Unavailable (the sidecars retry both).
 var cloudCodes = []struct {
 	err  error
 	code codes.Code
@@ -31,6 +32,8 @@ var cloudCodes = []struct {
 	{cloud.ErrAttachedElsewhere, codes.FailedPrecondition},
 	{cloud.ErrInUse, codes.FailedPrecondition},
 	{cloud.ErrConflict, codes.FailedPrecondition},
+	{cloud.ErrPermissionDenied, codes.PermissionDenied},
+	{cloud.ErrInProgress, codes.DeadlineExceeded},
 	{cloud.ErrUnavailable, codes.Unavailable},
 }
 

@@ -175,14 +175,13 @@ func (s *Service) ControllerExpandVolume(ctx context.Context, req *csi.Controlle
 // ControllerModifyVolume applies a VolumeAttributesClass's mutable
 // parameters: type, IOPS and throughput through EC2 ModifyVolume (shared
 // with a ControllerExpandVolume arriving within the coalesce window), tags
-// through the tag API alone. Keys the class does not give stay as they are.
+// through the tag API alone. Keys the class does not give stay as they are,
+// so a request without mutable parameters changes nothing (once the volume
+// is known to exist).
 func (s *Service) ControllerModifyVolume(ctx context.Context, req *csi.ControllerModifyVolumeRequest) (*csi.ControllerModifyVolumeResponse, error) {
 	id := req.GetVolumeId()
 	if err := requireID("volume ID", id); err != nil {
 		return nil, err
-	}
-	if len(req.GetMutableParameters()) == 0 {
-		return nil, invalidArgument("mutable parameters are missing")
 	}
 	m, err := s.params.Modification(req.GetMutableParameters())
 	if err != nil {

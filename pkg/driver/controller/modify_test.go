@@ -102,9 +102,12 @@ func TestControllerModifyVolume(t *testing.T) {
 	if _, ok := tags["old"]; ok || tags["tier"] != "gold" {
 		t.Fatalf("tags %v, want tier=gold and no old", tags)
 	}
-	// The same class again changes nothing.
+	// The same class again, or none at all, changes nothing.
 	if err := h.modify(vol.VolumeId, map[string]string{"iops": "4000", "throughput": "200"}); err != nil {
 		t.Fatal(err)
+	}
+	if err := h.modify(vol.VolumeId, nil); err != nil {
+		t.Fatalf("modify without parameters: %v", err)
 	}
 	if n := h.env.Calls("ModifyVolume"); n != 1 {
 		t.Fatalf("%d ModifyVolume calls after a tag-only change and a repeat, want 1", n)
@@ -119,7 +122,7 @@ func TestControllerModifyVolume(t *testing.T) {
 		msg    string
 	}{
 		{name: "unknown key", volume: vol.VolumeId, params: map[string]string{"XXX_FakeKey": "XXX_FakeValue"}, code: codes.InvalidArgument, msg: "XXX_FakeKey"},
-		{name: "no parameters", volume: vol.VolumeId, params: nil, code: codes.InvalidArgument},
+		{name: "no parameters, no such volume", volume: "non-existing-volume-id", params: nil, code: codes.NotFound},
 		{name: "iops for the volume's type", volume: gp2.VolumeId, params: map[string]string{"iops": "4000"}, code: codes.InvalidArgument, msg: "gp2 has no provisioned IOPS"},
 		{name: "throughput for the new type", volume: vol.VolumeId, params: map[string]string{"type": "io2", "throughput": "300"}, code: codes.InvalidArgument},
 		{name: "reserved tag", volume: vol.VolumeId, params: map[string]string{"tagDeletion_1": "CSIVolumeName"}, code: codes.InvalidArgument},

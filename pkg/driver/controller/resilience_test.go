@@ -280,3 +280,50 @@ func TestConcurrentDuplicatesAreAborted(t *testing.T) {
 		})
 	}
 }
+
+// TestStuckAttachContinuesOnRetry leaves an attachment "attaching" past the
+// caller's deadline: the RPC says DeadlineExceeded, and the retry, once EC2
+// finishes, waits for that same attachment instead of making another.
+func TestStuckAttachContinuesOnRetry(t *testing.T) {
+	h := newHarness(t, emulatortest.Options{Faults: faults.Config{StuckAttach: faults.StuckAttach{Next: 1}}}, Options{})
+	node := h.env.LocalInstance().ID
+	vol := h.createVolume(t, createReq("pvc-stuck", 1, h.env.Zone()))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_, err := h.svc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: vol.VolumeId, NodeId: node, VolumeCapability: rwo})
+	wantCode(t, err, codes.DeadlineExceeded, "")
+
+	h.env.Cloud().ReleaseStuckAttachments()
+	if _, err := h.publish(vol.VolumeId, node, rwo); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if got := h.attachedTo(t, vol.VolumeId); len(got) != 1 || got[0] != node {
+		t.Fatalf("attachments %v, want one to %s", got, node)
+	}
+	if n := h.env.Calls("AttachVolume"); n != 1 {
+		t.Fatalf("%d AttachVolume calls, want 1: the retry must wait for the first attachment", n)
+	}
+}
+
+// TestRetryWithOtherSizeWhileCreating retries a create whose first attempt
+// is still "creating" in the cloud, but with another size: AlreadyExists,
+// never a second volume under the same name.
+func TestRetryWithOtherSizeWhileCreating(t *testing.T) {
+	h := newHarness(t, emulatortest.Options{Latencies: model.Latencies{VolumeCreate: 2 * time.Second}}, Options{})
+	interrupt(t, h, "CreateVolume", func(ctx context.Context) error {
+		_, err := h.svc.CreateVolume(ctx, createReq("pvc-growing", 10, h.env.Zone()))
+		return err
+	})
+	other := createReq("pvc-growing", 20, h.env.Zone())
+	other.CapacityRange.LimitBytes = 20 * GiB
+	_, err := h.svc.CreateVolume(h.ctx(), other)
+	wantCode(t, err, codes.AlreadyExists, "size 10 GiB")
+	if vols := h.volumes(); len(vols) != 1 {
+		t.Fatalf("%d volumes, want 1", len(vols))
+	}
+	// The original request still completes.
+	if vol := h.createVolume(t, createReq("pvc-growing", 10, h.env.Zone())); vol.GetCapacityBytes() != 10*GiB {
+		t.Fatalf("volume %v", vol)
+	}
+}

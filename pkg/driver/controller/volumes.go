@@ -143,9 +143,11 @@ func (s *Service) resolveSource(ctx context.Context, src *csi.VolumeContentSourc
 
 // existingVolume returns the volume an earlier attempt created for name when
 // it is ready and matches the request, nil when a new one must be created
-// (or an earlier attempt's volume is still being created, which the cloud's
-// idempotent CreateVolume then waits for), and AlreadyExists when a volume
-// of that name exists with other properties.
+// (or an earlier attempt's matching volume is still being created, which
+// the cloud's idempotent CreateVolume then waits for), and AlreadyExists
+// when a volume of that name exists, or is being created, with other
+// properties: asking the cloud again with other parameters would make a
+// second volume.
 func (s *Service) existingVolume(ctx context.Context, name string, r *csi.CapacityRange, where placement, opts *cloud.CreateVolumeOptions) (*cloud.Volume, error) {
 	vol, err := s.cloud.GetVolumeByName(ctx, name)
 	if errors.Is(err, cloud.ErrNotFound) {
@@ -154,11 +156,16 @@ func (s *Service) existingVolume(ctx context.Context, name string, r *csi.Capaci
 	if err != nil {
 		return nil, failed(err, "look up volume %q", name)
 	}
-	if vol.State != stateAvailable && vol.State != stateInUse {
+	if vol.State != stateAvailable && vol.State != stateInUse && vol.State != stateCreating {
+		// A failed or deleted volume of this name: the cloud decides whether
+		// its ClientToken can be reused.
 		return nil, nil
 	}
 	if why := incompatibility(vol, r, where, opts); why != "" {
 		return nil, status.Errorf(codes.AlreadyExists, "volume %q already exists as %s, but %s", name, vol.ID, why)
+	}
+	if vol.State == stateCreating {
+		return nil, nil
 	}
 	klog.V(4).InfoS("Found the volume an earlier request created", "name", name, "volumeID", vol.ID)
 	return vol, nil
