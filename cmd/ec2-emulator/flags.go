@@ -53,7 +53,7 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.listen, "listen", defaultListen, "host:port of the EC2 Query API (AWS_ENDPOINT_URL_EC2=http://<this>)")
 	fs.StringVar(&o.imdsListen, "imds-listen", defaultIMDSListen, "host:port of the local instance's metadata service (AWS_EC2_METADATA_SERVICE_ENDPOINT); empty disables it")
 	fs.StringVar(&o.adminListen, "admin-listen", defaultAdminListen, "host:port of the admin API (/metrics, /faults, /volumes …); empty disables it")
-	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir, "where the state (state.json) and the volume and snapshot images live")
+	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir, "where the state (state.json) and the volume and snapshot images live; empty (only with --no-devices) keeps everything in memory")
 	fs.StringVar(&o.linkDir, "device-link-dir", disks.DefaultLinkDir, "where attached volumes get their by-id link (nvme-Amazon_Elastic_Block_Store_vol…)")
 	fs.BoolVar(&o.noDevices, "no-devices", false, "keep state only: no images, no loop devices, no root needed")
 	fs.StringVar(&o.region, "region", model.DefaultRegion, "the region to play")

@@ -35,9 +35,11 @@ type Cloud struct {
 
 	mu sync.Mutex
 	st *state
-	// dirty is set by every change of st and cleared when it is queued for
-	// saving.
+	// dirty is set by every change of st and cleared when the change gets a
+	// generation number.
 	dirty bool
+	// generation counts the changed states; the persister writes the newest.
+	generation uint64
 
 	kick chan struct{}
 	stop chan struct{}
@@ -60,7 +62,7 @@ func New(cfg Config) (*Cloud, error) {
 		done: make(chan struct{}),
 	}
 	if cfg.DataDir != "" {
-		c.persist = newPersister(cfg.DataDir)
+		c.persist = newPersister(cfg.DataDir, c.snapshotState)
 	}
 	st, err := c.load()
 	if err != nil {
@@ -108,20 +110,19 @@ func (c *Cloud) Zones() []Zone { return append([]Zone(nil), c.cfg.Zones...) }
 func (c *Cloud) Now() time.Time { return c.cfg.Now() }
 
 // do runs fn under the lock after applying every state change that is due,
-// then saves the state if anything changed and wakes the background loop to
-// reconsider its next due time. The state is on disk before do returns, so
-// a client that got an answer never loses its effect to a crash.
+// then waits until the state as fn left it is on disk, and wakes the
+// background loop to reconsider its next due time if anything changed. So a
+// client never acts on something a crash could still take back: not on its
+// own change, nor on another client's change it has seen.
 func (c *Cloud) do(fn func(now time.Time) error) error {
 	c.mu.Lock()
 	now := c.cfg.Now()
 	c.advance(now)
 	err := fn(now)
 	changed := c.dirty
-	saveErr := c.queueSaveLocked()
+	want := c.nextGenerationLocked()
 	c.mu.Unlock()
-	if saveErr == nil {
-		saveErr = c.flush()
-	}
+	saveErr := c.flush(want)
 	if changed {
 		c.wake()
 	}
@@ -135,38 +136,36 @@ func (c *Cloud) do(fn func(now time.Time) error) error {
 // save writes the state now (used at start-up).
 func (c *Cloud) save() error {
 	c.mu.Lock()
-	err := c.queueSaveLocked()
+	want := c.nextGenerationLocked()
 	c.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	return c.flush()
+	return c.flush(want)
 }
 
-// queueSaveLocked hands a serialized copy of a changed state to the
+// nextGenerationLocked numbers a changed state and returns the generation
+// that must be on disk for the caller's view to be durable.
+func (c *Cloud) nextGenerationLocked() uint64 {
+	if c.dirty {
+		c.generation++
+		c.dirty = false
+	}
+	return c.generation
+}
+
+// flush waits until generation want of the state is on disk.
+func (c *Cloud) flush(want uint64) error {
+	if c.persist == nil {
+		return nil
+	}
+	return c.persist.flush(want)
+}
+
+// snapshotState serializes the current state and its generation for the
 // persister.
-func (c *Cloud) queueSaveLocked() error {
-	if !c.dirty {
-		return nil
-	}
-	c.dirty = false
-	if c.persist == nil {
-		return nil
-	}
+func (c *Cloud) snapshotState() ([]byte, uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	data, err := c.st.marshal()
-	if err != nil {
-		return err
-	}
-	c.persist.queue(data)
-	return nil
-}
-
-// flush waits until the latest queued state is on disk.
-func (c *Cloud) flush() error {
-	if c.persist == nil {
-		return nil
-	}
-	return c.persist.flush()
+	return data, c.generation, err
 }
 
 // wake nudges the background loop to recompute its next due time.

@@ -23,10 +23,6 @@ func newID(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b[:])[:17]
 }
 
-// NewInstanceID returns a fresh instance ID, for configurations that declare
-// instances without one.
-func NewInstanceID() string { return newID("i") }
-
 // checkVolumeID rejects an ID that cannot be a volume ID, with EC2's code.
 func checkVolumeID(id string) *Error {
 	if !volumeIDPattern.MatchString(id) {

@@ -110,49 +110,36 @@ func (c *Cloud) load() (*state, error) {
 // persister writes the state atomically: a temporary file in the same
 // directory, fsync, rename over the old file, fsync of the directory. A
 // crash at any point leaves either the old or the new state, never a torn
-// one. Concurrent callers share writes (group commit): whoever writes takes
-// the newest queued state, and callers whose state it covers return.
+// one. Writes are shared (group commit): whoever writes serializes the
+// newest state, and every caller whose generation it covers returns without
+// writing again.
 type persister struct {
-	path string
+	path     string
+	snapshot func() (data []byte, generation uint64, err error)
 
-	mu     sync.Mutex
-	latest []byte
-	queued uint64
-
-	writeMu sync.Mutex
+	mu      sync.Mutex
 	written uint64
 }
 
-func newPersister(dir string) *persister {
-	return &persister{path: filepath.Join(dir, stateFile)}
+func newPersister(dir string, snapshot func() ([]byte, uint64, error)) *persister {
+	return &persister{path: filepath.Join(dir, stateFile), snapshot: snapshot}
 }
 
-// queue offers a newer state for the next write.
-func (p *persister) queue(data []byte) {
+// flush returns once generation want (or a newer one) is on disk.
+func (p *persister) flush(want uint64) error {
 	p.mu.Lock()
-	p.latest = data
-	p.queued++
-	p.mu.Unlock()
-}
-
-// flush returns once the newest state queued before the call is on disk.
-func (p *persister) flush() error {
-	p.mu.Lock()
-	want := p.queued
-	p.mu.Unlock()
-
-	p.writeMu.Lock()
-	defer p.writeMu.Unlock()
+	defer p.mu.Unlock()
 	if p.written >= want {
 		return nil
 	}
-	p.mu.Lock()
-	data, gen := p.latest, p.queued
-	p.mu.Unlock()
+	data, generation, err := p.snapshot()
+	if err != nil {
+		return err
+	}
 	if err := writeAtomic(p.path, data); err != nil {
 		return err
 	}
-	p.written = gen
+	p.written = generation
 	return nil
 }
 

@@ -123,7 +123,7 @@ func TestConcurrentWritesAllLand(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every acknowledged create is on disk.
-	st, err := (&Cloud{persist: newPersister(dir)}).load()
+	st, err := (&Cloud{persist: newPersister(dir, nil)}).load()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func paginate[T any](items []T, key func(T) string, q Query, size int) (Page[T],
 	if q.NextToken != "" {
 		after, err := base64.RawURLEncoding.DecodeString(q.NextToken)
 		if err != nil || len(after) == 0 {
-			return Page[T]{}, Errorf("InvalidPaginationToken", "The pagination token %q is invalid.", q.NextToken)
+			return Page[T]{}, Errorf(CodeInvalidPaginationToken, "The pagination token %q is invalid.", q.NextToken)
 		}
 		i, _ := slices.BinarySearchFunc(items, string(after), func(it T, k string) int { return strings.Compare(key(it), k) })
 		for i < len(items) && key(items[i]) <= string(after) {
