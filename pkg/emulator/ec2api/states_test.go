@@ -22,7 +22,9 @@ func TestStatesTakeTheirTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := out.VolumeId
-	fast := func(o *ec2.VolumeAvailableWaiterOptions) { o.MinDelay, o.MaxDelay = 20*time.Millisecond, 50*time.Millisecond }
+	fast := func(o *ec2.VolumeAvailableWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 20*time.Millisecond, 50*time.Millisecond
+	}
 	if err := ec2.NewVolumeAvailableWaiter(f.client, fast).Wait(f.ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{*id}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +36,9 @@ func TestStatesTakeTheirTime(t *testing.T) {
 	if got := f.get(t, *id); got.State != types.VolumeStateInUse {
 		t.Fatalf("an attaching volume is %s, want in-use", got.State)
 	}
-	inUse := func(o *ec2.VolumeInUseWaiterOptions) { o.MinDelay, o.MaxDelay = 20*time.Millisecond, 50*time.Millisecond }
+	inUse := func(o *ec2.VolumeInUseWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 20*time.Millisecond, 50*time.Millisecond
+	}
 	if err := ec2.NewVolumeInUseWaiter(f.client, inUse).Wait(f.ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{*id}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +54,9 @@ func TestStatesTakeTheirTime(t *testing.T) {
 	if _, err := f.client.DeleteVolume(f.ctx, &ec2.DeleteVolumeInput{VolumeId: id}); err != nil {
 		t.Fatal(err)
 	}
-	deleted := func(o *ec2.VolumeDeletedWaiterOptions) { o.MinDelay, o.MaxDelay = 20*time.Millisecond, 50*time.Millisecond }
+	deleted := func(o *ec2.VolumeDeletedWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 20*time.Millisecond, 50*time.Millisecond
+	}
 	if err := ec2.NewVolumeDeletedWaiter(f.client, deleted).Wait(f.ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{*id}}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
