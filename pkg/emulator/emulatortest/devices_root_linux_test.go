@@ -166,6 +166,15 @@ func TestSnapshotRestoreAcrossRestart(t *testing.T) {
 	if got := readAt(t, link, len(data)); !bytes.Equal(got, data) {
 		t.Fatal("the device lost its bytes across the restart")
 	}
+	dev, err := filepath.EvalSymlinks(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range f.env.Cloud().Volumes() {
+		if v.ID == src && v.Attachments[0].HostDevice != dev {
+			t.Fatalf("the admin view names %s after the restart, the link points at %s", v.Attachments[0].HostDevice, dev)
+		}
+	}
 
 	snap := f.snapshot(src)
 	restored := f.createVolume(&ec2.CreateVolumeInput{SnapshotId: aws.String(snap), Size: aws.Int32(2)})

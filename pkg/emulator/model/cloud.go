@@ -72,8 +72,8 @@ func New(cfg Config) (*Cloud, error) {
 	if err := c.declareInstances(); err != nil {
 		return nil, err
 	}
-	if err := cfg.Store.Reconcile(c.hostAttachedVolumes()); err != nil {
-		return nil, fmt.Errorf("reconcile disk store: %w", err)
+	if err := c.reconcileHost(); err != nil {
+		return nil, err
 	}
 	c.dirty = true
 	if err := c.save(); err != nil {
@@ -83,6 +83,31 @@ func New(cfg Config) (*Cloud, error) {
 	klog.V(2).InfoS("Emulated cloud ready", "region", cfg.Region, "instances", len(c.st.Instances),
 		"volumes", len(c.st.Volumes), "snapshots", len(c.st.Snapshots), "dataDir", cfg.DataDir)
 	return c, nil
+}
+
+// reconcileHost brings the host's devices in line with the state: the disk
+// store makes the devices of volumes attached to the local instance and
+// removes any other it made. Device names can differ after a restart (the
+// kernel hands out free loop devices), so the attachments learn theirs
+// again.
+func (c *Cloud) reconcileHost() error {
+	ids := c.hostAttachedVolumes()
+	if err := c.cfg.Store.Reconcile(ids); err != nil {
+		return fmt.Errorf("reconcile disk store: %w", err)
+	}
+	local := c.localLocked()
+	for _, id := range ids {
+		a := c.st.Volumes[id].attachmentTo(local.ID)
+		if a.State != AttachmentAttached {
+			continue
+		}
+		dev, err := c.cfg.Store.Attach(id)
+		if err != nil {
+			return fmt.Errorf("reconcile disk store: device of %s: %w", id, err)
+		}
+		a.HostDevice = dev
+	}
+	return nil
 }
 
 // Close stops the background loop. The state is already saved: every call
