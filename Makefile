@@ -46,3 +46,35 @@ verify:
 
 clean:
 	rm -rf $(OUTPUT)
+
+# --- Helm chart, kustomize base and images (charts/, deploy/, hack/chart, hack/image)
+
+.PHONY: helm kustomize verify-kustomize test-chart image image-sidecars image-import
+
+## helm: the pinned Helm (hack/tools/helm), built once into _output/tools/helm
+helm:
+	@hack/chart/helm.sh >/dev/null
+
+## kustomize: render the kustomize base deploy/kubernetes from the chart
+kustomize:
+	hack/chart/kustomize.sh
+
+## verify-kustomize: fail when deploy/kubernetes is out of date with the chart (CI)
+verify-kustomize:
+	hack/chart/kustomize.sh --check
+
+## test-chart: the chart's tests (lint, rendering, every option, schema) with the pinned Helm
+test-chart:
+	HELM=$$(hack/chart/helm.sh) DISKPLANE_REQUIRE_CHART_TESTS=1 CGO_ENABLED=1 $(GO) test -race $(TEST_FLAGS) ./tests/chart/...
+
+## image: the Linux image from the Dockerfile (buildah, local Debian bases), into _output/images/diskplane.tar
+image:
+	hack/image/build.sh
+
+## image-sidecars: CSI sidecar images for the local cluster, from hack/local-cluster's binaries
+image-sidecars:
+	hack/image/sidecars.sh
+
+## image-import: import _output/images/*.tar into the local cluster's containerd
+image-import:
+	hack/image/import.sh

@@ -1,0 +1,107 @@
+{{/* Labels every object carries. */}}
+{{- define "diskplane.labels" -}}
+app.kubernetes.io/name: diskplane
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- with .Values.customLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels of a component (controller or node). */}}
+{{- define "diskplane.selectorLabels" -}}
+app.kubernetes.io/name: diskplane
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* The plugin image reference. */}}
+{{- define "diskplane.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default (printf "v%s" .Chart.AppVersion) }}
+{{- end -}}
+
+{{/* A sidecar's image reference, from its values. */}}
+{{- define "diskplane.sidecarImage" -}}
+{{ .image.repository }}:{{ .image.tag }}
+{{- end -}}
+
+{{/* The startup taint key. */}}
+{{- define "diskplane.startupTaintKey" -}}
+{{ .Values.driverName }}/agent-not-ready
+{{- end -}}
+
+{{/* Where the node plugin's socket lives on the host. */}}
+{{- define "diskplane.node.pluginDir" -}}
+{{ trimSuffix "/" .Values.node.kubeletDir }}/plugins/{{ .Values.driverName }}
+{{- end -}}
+
+{{/* Flags every leader-elected controller sidecar gets, then its own. */}}
+{{- define "diskplane.sidecarCommonArgs" -}}
+- --csi-address=/csi/csi.sock
+- --v={{ .sidecar.logLevel }}
+- --leader-election=true
+- --leader-election-lease-duration={{ .root.Values.sidecars.leaderElection.leaseDuration }}
+- --leader-election-renew-deadline={{ .root.Values.sidecars.leaderElection.renewDeadline }}
+- --leader-election-retry-period={{ .root.Values.sidecars.leaderElection.retryPeriod }}
+- --kube-api-qps={{ .sidecar.kubeAPIQPS }}
+- --kube-api-burst={{ .sidecar.kubeAPIBurst }}
+- --retry-interval-start={{ .sidecar.retryIntervalStart }}
+- --retry-interval-max={{ .sidecar.retryIntervalMax }}
+- --http-endpoint=:{{ .port }}
+{{- end -}}
+
+{{/* What a controller sidecar container has besides its name, image and
+     flags: the socket, its metrics port, a liveness check of its leader
+     election, resources and security context. */}}
+{{- define "diskplane.sidecarCommon" -}}
+ports:
+  - name: {{ .portName }}
+    containerPort: {{ .port }}
+    protocol: TCP
+livenessProbe:
+  httpGet:
+    path: /healthz/leader-election
+    port: {{ .portName }}
+  initialDelaySeconds: 10
+  periodSeconds: 20
+  timeoutSeconds: 10
+  failureThreshold: 5
+volumeMounts:
+  - name: socket-dir
+    mountPath: /csi
+{{- with .sidecar.resources }}
+resources:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .root.Values.sidecars.securityContext | nindent 2 }}
+{{- end -}}
+
+{{/* The HOST_IP variable, so that endpoint values can say $(HOST_IP). */}}
+{{- define "diskplane.hostIPEnv" -}}
+- name: HOST_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.hostIP
+{{- end -}}
+
+{{/* Name of the Secret with static AWS keys, empty when there is none. */}}
+{{- define "diskplane.awsSecretName" -}}
+{{- $c := .Values.controller.awsCredentials -}}
+{{- if $c.secretName -}}
+{{ $c.secretName }}
+{{- else if $c.create -}}
+diskplane-aws-credentials
+{{- end -}}
+{{- end -}}
+
+{{/* The extra tags as the plugin's --extra-tags value: k=v,... sorted. */}}
+{{- define "diskplane.extraTags" -}}
+{{- $tags := list -}}
+{{- range $k, $v := .Values.controller.extraTags -}}
+{{- $tags = append $tags (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{ join "," $tags }}
+{{- end -}}

@@ -1,0 +1,55 @@
+package chart
+
+import (
+	"strings"
+	"testing"
+)
+
+// helm lint --strict passes with the defaults and with every option on.
+func TestLint(t *testing.T) {
+	tests := []struct {
+		name   string
+		values string
+	}{
+		{name: "defaults"},
+		{name: "everything on", values: `
+controller:
+  region: us-east-1
+  ec2Endpoint: http://$(HOST_IP):8787
+  awsCredentials: {create: true, accessKeyID: a, secretAccessKey: b}
+  extraTags: {team: storage}
+  k8sTagClusterID: c1
+node: {classicSidecars: true, imdsEndpoint: http://$(HOST_IP):1338, tolerateAllTaints: false}
+csiDriver: {seLinuxMount: true, requiresRepublish: true, tokenRequests: [{audience: x}]}
+storageClasses: [{name: gp3, default: true, parameters: {type: gp3}}]
+volumeSnapshotClasses: [{name: snap, deletionPolicy: Delete}]
+volumeAttributesClasses: [{name: fast, parameters: {iops: "4000"}}]
+metrics: {serviceMonitor: {enabled: true}}
+`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"lint", chartDir, "--strict", "--namespace", namespace}
+			if tc.values != "" {
+				args = append(args, "--values", valuesFile(t, tc.values))
+			}
+			stdout, stderr, err := runHelm(t, args...)
+			if err != nil || !strings.Contains(stdout, "0 chart(s) failed") {
+				t.Fatalf("helm lint: %v\n%s%s", err, stdout, stderr)
+			}
+		})
+	}
+}
+
+// The chart says what to do next.
+func TestNotes(t *testing.T) {
+	stdout, stderr, err := runHelm(t, "install", releaseName, chartDir, "--namespace", namespace, "--dry-run=client")
+	if err != nil {
+		t.Fatalf("helm install --dry-run: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"rollout status deployment/diskplane-controller", "ebs.csi.diskplane.io/agent-not-ready:NoExecute", "iam-policy.json", "provisioner: ebs.csi.diskplane.io"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("NOTES lack %q:\n%s", want, stdout)
+		}
+	}
+}
