@@ -77,36 +77,46 @@ type volume struct {
 // attachNew creates a volume of sizeGiB and attaches it to this node.
 func (n *cloudNode) attachNew(sizeGiB int32) volume {
 	n.t.Helper()
-	ctx := n.t.Context()
-	out, err := n.ec2.CreateVolume(ctx, &ec2.CreateVolumeInput{AvailabilityZone: aws.String(n.env.Zone()),
+	out, err := n.ec2.CreateVolume(n.t.Context(), &ec2.CreateVolumeInput{AvailabilityZone: aws.String(n.env.Zone()),
 		Size: aws.Int32(sizeGiB), VolumeType: types.VolumeTypeGp3})
 	if err != nil {
 		n.t.Fatalf("CreateVolume: %v", err)
 	}
 	v := volume{ID: aws.ToString(out.VolumeId), DevicePath: "/dev/xvdba"}
-	if _, err := n.ec2.AttachVolume(ctx, &ec2.AttachVolumeInput{VolumeId: aws.String(v.ID),
+	n.attach(v)
+	v.Link = filepath.Join(n.env.LinkDir, "nvme-Amazon_Elastic_Block_Store_"+strings.Replace(v.ID, "-", "", 1))
+	return v
+}
+
+// attach attaches an existing volume to this node again.
+func (n *cloudNode) attach(v volume) {
+	n.t.Helper()
+	if _, err := n.ec2.AttachVolume(n.t.Context(), &ec2.AttachVolumeInput{VolumeId: aws.String(v.ID),
 		InstanceId: aws.String(n.env.LocalInstance().ID), Device: aws.String(v.DevicePath)}); err != nil {
 		n.t.Fatalf("AttachVolume: %v", err)
 	}
 	n.waitAttachment(v.ID, types.VolumeAttachmentStateAttached)
-	v.Link = filepath.Join(n.env.LinkDir, "nvme-Amazon_Elastic_Block_Store_"+strings.Replace(v.ID, "-", "", 1))
-	return v
+}
+
+// detach detaches the volume from this node.
+func (n *cloudNode) detach(v volume) {
+	n.t.Helper()
+	if _, err := n.ec2.DetachVolume(n.t.Context(), &ec2.DetachVolumeInput{VolumeId: aws.String(v.ID)}); err != nil {
+		n.t.Fatalf("DetachVolume: %v", err)
+	}
+	n.waitAttachment(v.ID, types.VolumeAttachmentStateDetached)
 }
 
 // detachAndDelete detaches the volume (which waits while it is still
 // mounted, as EC2 does) and deletes it, and checks nothing is left of it.
 func (n *cloudNode) detachAndDelete(v volume) {
 	n.t.Helper()
-	ctx := n.t.Context()
 	device, err := filepath.EvalSymlinks(v.Link)
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	if _, err := n.ec2.DetachVolume(ctx, &ec2.DetachVolumeInput{VolumeId: aws.String(v.ID)}); err != nil {
-		n.t.Fatalf("DetachVolume: %v", err)
-	}
-	n.waitAttachment(v.ID, types.VolumeAttachmentStateDetached)
-	if _, err := n.ec2.DeleteVolume(ctx, &ec2.DeleteVolumeInput{VolumeId: aws.String(v.ID)}); err != nil {
+	n.detach(v)
+	if _, err := n.ec2.DeleteVolume(n.t.Context(), &ec2.DeleteVolumeInput{VolumeId: aws.String(v.ID)}); err != nil {
 		n.t.Fatalf("DeleteVolume: %v", err)
 	}
 	if _, err := os.Lstat(v.Link); !os.IsNotExist(err) {
