@@ -21,7 +21,7 @@ func (s *Service) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolum
 	if err := checkVolumeID(volumeID); err != nil {
 		return nil, err
 	}
-	if err := checkPath("volume path", volumePath); err != nil {
+	if err := checkVolumePath(volumeID, volumePath); err != nil {
 		return nil, err
 	}
 	if staging := req.GetStagingTargetPath(); staging != "" {
@@ -102,7 +102,7 @@ func (s *Service) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolume
 	if err := checkVolumeID(volumeID); err != nil {
 		return nil, err
 	}
-	if err := checkPath("volume path", volumePath); err != nil {
+	if err := checkVolumePath(volumeID, volumePath); err != nil {
 		return nil, err
 	}
 	if staging := req.GetStagingTargetPath(); staging != "" {

@@ -95,6 +95,11 @@ func TestNodeExpandVolume(t *testing.T) {
 			code: codes.NotFound,
 		},
 		{
+			name: "relative path cannot be a volume",
+			req:  &csi.NodeExpandVolumeRequest{VolumeId: volID, VolumePath: "some/path"},
+			code: codes.NotFound,
+		},
+		{
 			name:  "path is not mounted",
 			setup: func(f *fakeOS) { f.paths[target] = "dir" },
 			req:   &csi.NodeExpandVolumeRequest{VolumeId: volID, VolumePath: target},
@@ -153,6 +158,8 @@ func TestNodeGetVolumeStats(t *testing.T) {
 			want:  []*csi.VolumeUsage{{Unit: csi.VolumeUsage_BYTES, Total: gib}},
 		},
 		{name: "missing path", path: target, code: codes.NotFound},
+		{name: "relative path cannot be a volume", setup: published, path: "some/path", code: codes.NotFound},
+		{name: "path with .. cannot be a volume", setup: published, path: target + "/../mount", code: codes.NotFound},
 		{name: "unmounted directory", setup: func(f *fakeOS) { f.paths[target] = "dir" }, path: target, code: codes.NotFound},
 		{
 			name:  "corrupted mount",

@@ -48,6 +48,21 @@ func checkPath(what, p string) error {
 	return nil
 }
 
+// checkVolumePath checks the volume path of NodeExpandVolume and
+// NodeGetVolumeStats. A missing path is a malformed request; a path that is
+// not absolute and clean cannot be where this node mounted a volume, so it
+// gets the same NotFound as any other path without a volume (which is also
+// what csi-sanity expects).
+func checkVolumePath(volumeID, p string) error {
+	if p == "" {
+		return status.Error(codes.InvalidArgument, "volume path is required")
+	}
+	if checkPath("volume path", p) != nil {
+		return status.Errorf(codes.NotFound, "volume %s: %q is not a path where this node mounts volumes", volumeID, p)
+	}
+	return nil
+}
+
 // accessModes are the access modes a node can serve, for mount and for
 // block access. MULTI_NODE_MULTI_WRITER is io2 Multi-Attach, which only a
 // raw block device can use safely: no common filesystem can be mounted on
