@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/diskplane/diskplane/pkg/testutil"
 )
 
 // filesystemBytes is the size of the filesystem mounted on dir.
@@ -18,17 +20,6 @@ func filesystemBytes(t *testing.T, dir string) int64 {
 		t.Fatal(err)
 	}
 	return int64(st.Blocks) * st.Bsize
-}
-
-// hasCapability reports whether this process has an effective capability.
-func hasCapability(t *testing.T, c int) bool {
-	t.Helper()
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		t.Fatalf("capget: %v", err)
-	}
-	return data[c/32].Effective&(1<<(c%32)) != 0
 }
 
 func TestGrowMountedFilesystem(t *testing.T) {
@@ -68,7 +59,13 @@ func TestGrowMountedFilesystem(t *testing.T) {
 			if got := deviceSize(t, dev); got != tc.grownTo {
 				t.Fatalf("device is %d bytes after the resize, want %d", got, tc.grownTo)
 			}
-			canGrow := tc.needsCap < 0 || hasCapability(t, tc.needsCap)
+			canGrow := tc.needsCap < 0
+			if !canGrow {
+				var err error
+				if canGrow, err = testutil.HasCapability(tc.needsCap); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if canGrow {
 				grow := tc.grow(dev, dir)
 				run(t, grow[0], grow[1:]...)
