@@ -16,6 +16,7 @@ import (
 
 	"github.com/diskplane/diskplane/pkg/cloud/apimetrics"
 	"github.com/diskplane/diskplane/pkg/cloud/devicenames"
+	"github.com/diskplane/diskplane/pkg/cloud/sdkhttp"
 	"github.com/diskplane/diskplane/pkg/version"
 )
 
@@ -153,6 +154,7 @@ func NewFromAWSConfig(awsCfg aws.Config, cfg Config) (Cloud, error) {
 	client := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) {
 		o.Retryer = retry.reads
 		o.RetryMaxAttempts = 0
+		o.HTTPClient = sdkhttp.Wrap(o.HTTPClient)
 		o.APIOptions = append(slices.Clone(o.APIOptions),
 			recorder.AddMiddleware,
 			awsmiddleware.AddUserAgentKeyValue("diskplane", version.Version()))

@@ -25,7 +25,6 @@
 package emulatortest
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -37,6 +36,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/diskplane/diskplane/pkg/cloud/sdkhttp"
 	"github.com/diskplane/diskplane/pkg/emulator"
 	"github.com/diskplane/diskplane/pkg/emulator/faults"
 	"github.com/diskplane/diskplane/pkg/emulator/imds"
@@ -210,35 +210,11 @@ func (env *Env) EC2Client(optFns ...func(*ec2.Options)) *ec2.Client {
 }
 
 // HTTPClient returns an HTTP client for aws-sdk-go-v2 clients of a local
-// emulator (ec2.Options.HTTPClient, or config.WithHTTPClient).
-//
-// It works around a race between smithy-go and net/http that only a fast,
-// nearby server exposes: the SDK closes the request body as soon as the
-// response headers arrive, and its closed body answers the transport's
-// final end-of-body check with io.EOF as an error, so the transport tears
-// the connection down while the response body is still being read ("use of
-// closed network connection" on responses larger than the transport's read
-// buffer). Hiding the body's WriteTo method makes that check an ordinary
-// read, which sees a clean end of stream.
+// emulator (ec2.Options.HTTPClient, or config.WithHTTPClient). It sends
+// request bodies the way the cloud layer does (pkg/cloud/sdkhttp), which a
+// fast, nearby endpoint needs.
 func HTTPClient() *http.Client {
-	return &http.Client{Transport: plainBodyTransport{base: http.DefaultTransport.(*http.Transport).Clone()}}
-}
-
-// plainBodyTransport sends request bodies through Read only.
-type plainBodyTransport struct {
-	base http.RoundTripper
-}
-
-// plainBody exposes only Read and Close of a request body.
-type plainBody struct{ io.ReadCloser }
-
-func (p plainBodyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body == nil || r.Body == http.NoBody {
-		return p.base.RoundTrip(r)
-	}
-	shallow := *r
-	shallow.Body = plainBody{r.Body}
-	return p.base.RoundTrip(&shallow)
+	return &http.Client{Transport: sdkhttp.Transport(http.DefaultTransport.(*http.Transport).Clone())}
 }
 
 // Environ is the environment a process needs to use the emulator through
