@@ -37,18 +37,18 @@ func (f *controllerFlags) register(fs *flag.FlagSet) {
 // (AWS_REGION or instance metadata, the default credential chain,
 // AWS_ENDPOINT_URL_EC2) and the Controller service over it. Bad flags fail
 // here, before the plugin starts serving.
-func buildController(ctx context.Context, opts *options, reg prometheus.Registerer) (csi.ControllerServer, error) {
+func buildController(ctx context.Context, opts *options, reg prometheus.Registerer) (csi.ControllerServer, func(), error) {
 	f := &opts.controller
 	if f.modifyCoalesceWindow <= 0 {
-		return nil, fmt.Errorf("--modify-volume-coalesce-window=%v: want a positive duration", f.modifyCoalesceWindow)
+		return nil, nil, fmt.Errorf("--modify-volume-coalesce-window=%v: want a positive duration", f.modifyCoalesceWindow)
 	}
 	extraTags, err := parameters.ParseTagList("--extra-tags", f.extraTags)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err := cloud.New(ctx, cloud.Config{UserAgentExtra: f.userAgentExtra, Registerer: reg})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	svc, err := controller.New(c, controller.Options{
 		DriverName:           opts.driverName,
@@ -58,7 +58,7 @@ func buildController(ctx context.Context, opts *options, reg prometheus.Register
 	})
 	if err != nil {
 		c.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return svc, nil
+	return svc, func() { svc.Close(); c.Close() }, nil
 }

@@ -98,25 +98,38 @@ func serve(ctx context.Context, opts *options) error {
 		return err
 	}
 
+	// Everything started below stops when Run returns; cleanups wait for it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var cleanups []func()
+	defer func() {
+		cancel()
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			cleanups[i]()
+		}
+	}()
+
 	var controller csi.ControllerServer
 	if mode.RunsController() {
-		if controller, err = buildController(ctx, opts, registry); err != nil {
+		svc, cleanup, err := buildController(ctx, opts, registry)
+		if err != nil {
 			return fmt.Errorf("controller service: %w", err)
 		}
+		controller, cleanups = svc, append(cleanups, cleanup)
 	}
 	var node csi.NodeServer
 	if mode.RunsNode() {
-		if node, err = buildNode(ctx, opts, registry); err != nil {
+		svc, cleanup, err := buildNode(ctx, opts, registry)
+		if err != nil {
 			return fmt.Errorf("node service: %w", err)
 		}
+		node, cleanups = svc, append(cleanups, cleanup)
 	}
 	d, err := driver.New(driver.Config{Name: opts.driverName, Endpoint: endpoint, Controller: controller, Node: node})
 	if err != nil {
 		return err
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	httpDone := make(chan error, 1)
 	if opts.httpEndpoint != "" {
 		probe := func(ctx context.Context) error {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -66,18 +67,18 @@ func (f *nodeFlags) validate() error {
 // buildNode builds the Node service and, when --kubelet-registration-path
 // is set, starts registering the plugin with the kubelet once the CSI
 // endpoint answers. It needs no cloud credentials.
-func buildNode(ctx context.Context, opts *options, _ prometheus.Registerer) (csi.NodeServer, error) {
+func buildNode(ctx context.Context, opts *options, _ prometheus.Registerer) (csi.NodeServer, func(), error) {
 	f := &opts.node
 	if err := f.validate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sources, err := metadata.ParseSources(f.metadataSources)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m, err := mounter.New(mounter.Options{DeviceLinkDir: f.deviceLinkDir})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	svc, err := node.New(node.Config{
 		Metadata: func(ctx context.Context) (*metadata.Instance, error) {
@@ -88,23 +89,26 @@ func buildNode(ctx context.Context, opts *options, _ prometheus.Registerer) (csi
 		ReservedVolumeAttachments: f.reservedVolumeAttachments,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	// Background work stops with ctx; the cleanup waits for it, so the
+	// registration socket is gone before the process exits.
+	var background sync.WaitGroup
 	// Learn the identity now, so a metadata problem shows in the log at
 	// start-up; NodeGetInfo asks again if this fails.
-	go func() {
+	background.Go(func() {
 		if _, err := svc.Instance(ctx); err != nil {
 			klog.ErrorS(err, "Could not learn who this node is yet; NodeGetInfo will ask again", "sources", sources)
 		}
-	}()
+	})
 	if f.kubeletRegistrationPath != "" {
 		endpoint, err := driver.ParseEndpoint(opts.endpoint)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		reg := registration.New(opts.driverName, f.kubeletRegistrationPath)
 		socket := registration.SocketPath(f.pluginRegistrationDir, opts.driverName)
-		go func() {
+		background.Go(func() {
 			// The kubelet calls NodeGetInfo on the CSI socket as soon as it
 			// sees the registration socket, so register only once it answers.
 			if err := waitForEndpoint(ctx, endpoint); err != nil {
@@ -113,9 +117,9 @@ func buildNode(ctx context.Context, opts *options, _ prometheus.Registerer) (csi
 			if err := reg.Run(ctx, socket); err != nil {
 				klog.ErrorS(err, "Kubelet plugin registration stopped", "socket", socket)
 			}
-		}()
+		})
 	}
-	return svc, nil
+	return svc, background.Wait, nil
 }
 
 // waitForEndpoint waits until the plugin's own CSI endpoint accepts
