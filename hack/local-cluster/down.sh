@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Tears down what up.sh (and driver.sh) started and leaves the machine as up.sh
+# found it: stops only the processes recorded in run/pids (checking each one's
+# binary before signalling), kills leftover containers, unmounts everything
+# below the kubelet dir and the cluster's directories, detaches the loop
+# devices backed by files there (or in LOOP_BACKING_DIRS), removes the
+# iptables chains, network namespaces, bridge and cgroups that appeared since
+# up.sh's baseline, restores sysctls, and deletes the run directory's state
+# (logs stay in run/logs for a post-mortem). Safe to run twice, and after an
+# up.sh that failed half way. Needs root.
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$lc_here/machine.sh"
+lc_require_root down.sh
+start=$SECONDS
+
+if ! machine_has_baseline && ! compgen -G "$lc_pids/*.pid" >/dev/null; then
+  lc_log "nothing to tear down (no recorded processes, no baseline)"
+  rm -rf "$lc_state"
+  exit 0
+fi
+
+core=(containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy snapshot-controller)
+is_core() {
+  local c
+  for c in "${core[@]}"; do [[ $1 == "$c" ]] && return 0; done
+  return 1
+}
+
+no_volume_attachments() {
+  local left
+  left=$(lc_kubectl get volumeattachments -o name) && [[ -z $left ]]
+}
+
+# 1. While the kubelet and any CSI driver still run, delete the pods so the
+# kubelet unmounts their volumes and the attach/detach controller detaches
+# them through the driver: that is the clean way for volumes to leave.
+if lc_pid_alive kube-apiserver && lc_pid_alive kubelet; then
+  lc_log "deleting pods"
+  timeout 90 "$(lc_kubectl_path)" --kubeconfig="$lc_kubeconfig" delete pods --all --all-namespaces \
+    --grace-period=1 --wait=true >/dev/null 2>&1 ||
+    lc_log "some pods did not go away in 90s; their processes are killed below"
+  if compgen -G "$lc_pids/driver-*.pid" >/dev/null; then
+    lc_wait "VolumeAttachments gone" 60 no_volume_attachments ||
+      lc_log "VolumeAttachments remain; their loop devices are detached below"
+  fi
+fi
+
+# 2. Host processes: whatever driver.sh or tests added first (newest first),
+# then the cluster in the reverse order of up.sh.
+# shellcheck disable=SC2045 # names in run/pids are ours: no spaces or globs
+for f in $(ls -t "$lc_pids"/*.pid 2>/dev/null); do
+  name=$(basename "$f" .pid)
+  is_core "$name" || lc_stop "$name"
+done
+for name in snapshot-controller kube-proxy kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do
+  lc_stop "$name"
+done
+
+# 3. Containers the kubelet left, then containerd.
+if lc_pid_alive containerd; then
+  ctr=(ctr --address "$lc_containerd_sock" --namespace k8s.io)
+  for task in $("${ctr[@]}" tasks ls -q 2>/dev/null); do "${ctr[@]}" tasks kill -s SIGKILL "$task" >/dev/null 2>&1; done
+  for task in $("${ctr[@]}" tasks ls -q 2>/dev/null); do "${ctr[@]}" tasks rm -f "$task" >/dev/null 2>&1; done
+  for c in $("${ctr[@]}" containers ls -q 2>/dev/null); do "${ctr[@]}" containers rm "$c" >/dev/null 2>&1; done
+fi
+lc_stop containerd
+
+# 4. The machine: processes, mounts, loop devices, network, cgroups, sysctls,
+# paths. up.sh writes the baseline before it starts anything, so without one
+# nothing of the cluster ever ran.
+if machine_has_baseline; then
+  machine_kill_pod_processes
+  machine_unmount_all
+  machine_detach_loops
+  machine_remove_netns
+  machine_clean_iptables
+  machine_remove_empty_tables
+  machine_remove_links
+  machine_remove_cgroups
+  machine_restore_sysctls
+  machine_remove_paths
+fi
+
+# 5. The run directory's state; logs stay.
+rm -rf "$lc_state" "$lc_pids" "$lc_pki" "$lc_run/etcd" "$lc_run/containerd" "$lc_run/cni" \
+  "$lc_run"/*.yaml "$lc_baseline"
+lc_log "local cluster down in $((SECONDS - start))s; logs kept in $lc_logs"
