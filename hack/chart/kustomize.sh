@@ -72,4 +72,4 @@ fi
 rm -rf "$dest"
 mkdir -p "$(dirname "$dest")"
 cp -r "$out" "$dest"
-echo "rendered $(ls "$dest" | wc -l) files into deploy/kubernetes"
+echo "rendered $(find "$dest" -type f | wc -l) files into deploy/kubernetes"

@@ -9,10 +9,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// RegisteredInCSINode is a ReadyFunc for a node plugin that does not see
-// its own registration (it runs beside node-driver-registrar): it reports
-// ready once the kubelet has listed driverName in the node's CSINode
-// object, which the kubelet does only after registration succeeded.
+// RegisteredInCSINode is the default ReadyFunc: it reports ready once the
+// kubelet has listed driverName in the node's CSINode object, which the
+// kubelet does only after registration succeeded and NodeGetInfo answered.
+// It needs no help from the plugin, so it works the same when
+// node-driver-registrar registers the plugin.
 func RegisteredInCSINode(client kubernetes.Interface, nodeName, driverName string) ReadyFunc {
 	return func(ctx context.Context) (bool, error) {
 		csiNode, err := client.StorageV1().CSINodes().Get(ctx, nodeName, metav1.GetOptions{})

@@ -3,8 +3,10 @@ package startuptaint
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,27 +58,37 @@ func TestRegisteredInCSINode(t *testing.T) {
 	}
 }
 
-// With node-driver-registrar, Run waits for the kubelet's CSINode entry.
-func TestRunWithCSINodeReadiness(t *testing.T) {
+// Without a Ready func, Run waits for the kubelet's CSINode entry.
+func TestRunWaitsForCSINodeByDefault(t *testing.T) {
 	client := fake.NewClientset(node(testNode, startupTaint), csiNode(testNode))
 	cfg := fastConfig(client)
-	registered := RegisteredInCSINode(client, testNode, testDriver)
-	var asked int
-	cfg.Ready = func(ctx context.Context) (bool, error) {
-		asked++
-		if asked == 3 {
+	cfg.Ready = nil
+	var gets atomic.Int32
+	client.PrependReactor("get", "csinodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		switch gets.Add(1) {
+		case 2:
+			// Still no taint removed: the kubelet has not registered us.
+			// (The tracker, not the client: a reactor holds the client's lock.)
+			n, err := client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", testNode)
+			if err != nil {
+				return true, nil, err
+			}
+			if got := n.(*corev1.Node).Spec.Taints; len(got) != 1 {
+				t.Errorf("taint removed before registration: %v", got)
+			}
+		case 3:
 			// The kubelet registers the driver.
-			if _, err := client.StorageV1().CSINodes().Update(ctx, csiNode(testNode, testDriver), metav1.UpdateOptions{}); err != nil {
-				return false, err
+			if err := client.Tracker().Update(storagev1.SchemeGroupVersion.WithResource("csinodes"), csiNode(testNode, testDriver), ""); err != nil {
+				return true, nil, err
 			}
 		}
-		return registered(ctx)
-	}
+		return false, nil, nil
+	})
 	if err := Run(context.Background(), cfg); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if asked != 3 {
-		t.Errorf("readiness asked %d times, want 3", asked)
+	if gets.Load() != 3 {
+		t.Errorf("CSINode read %d times, want 3", gets.Load())
 	}
 	if got := taintsOf(t, client, testNode); len(got) != 0 {
 		t.Errorf("taints = %v", got)

@@ -11,7 +11,8 @@
 // the taint away.
 //
 // Run changes nothing but that taint, on nothing but the Node named by the
-// caller (the pod's own node, from the downward API). Kubernetes RBAC cannot
+// caller (the pod's own node, from the downward API). It needs get and
+// patch on nodes and get on csinodes. Kubernetes RBAC cannot
 // scope a DaemonSet's permission to "its own" Node by name, so the chart
 // grants patch on nodes and adds an admission policy that enforces both
 // limits; this package keeps within them.
@@ -67,7 +68,8 @@ type Config struct {
 	NodeName string
 	// DriverName is the CSI driver name; the taint key is Key(DriverName).
 	DriverName string
-	// Ready gates the removal; nil means ready at once.
+	// Ready gates the removal; nil means RegisteredInCSINode, which works
+	// whether the plugin registers itself or node-driver-registrar does.
 	Ready ReadyFunc
 	// ReadyInterval is how often Ready is asked; zero means
 	// DefaultReadyInterval.
@@ -77,7 +79,8 @@ type Config struct {
 	InitialBackoff, MaxBackoff time.Duration
 }
 
-// Run waits until cfg.Ready reports true and then removes every taint with
+// Run waits until cfg.Ready reports true (by default: until the kubelet has
+// registered the driver on this node) and then removes every taint with
 // the key Key(cfg.DriverName) from the Node cfg.NodeName, retrying failed
 // attempts with capped exponential backoff. It returns nil once the Node
 // carries no such taint (at once when it never had one), or the context's
@@ -96,6 +99,9 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("startup taint: %w", err)
 		}
 		cfg.Client = client
+	}
+	if cfg.Ready == nil {
+		cfg.Ready = RegisteredInCSINode(cfg.Client, cfg.NodeName, cfg.DriverName)
 	}
 	if err := waitReady(ctx, cfg); err != nil {
 		return fmt.Errorf("startup taint: waiting for the plugin to be ready: %w", err)
@@ -121,9 +127,6 @@ func withDefaults(cfg Config) Config {
 
 // waitReady polls cfg.Ready until it reports true or ctx ends.
 func waitReady(ctx context.Context, cfg Config) error {
-	if cfg.Ready == nil {
-		return nil
-	}
 	return wait.PollUntilContextCancel(ctx, cfg.ReadyInterval, true, func(ctx context.Context) (bool, error) {
 		ready, err := cfg.Ready(ctx)
 		if err != nil {

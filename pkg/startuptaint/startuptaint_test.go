@@ -35,11 +35,13 @@ func node(name string, taints ...corev1.Taint) *corev1.Node {
 	}
 }
 
-// fastConfig is a Config whose waits are short, so failure paths finish
-// quickly; the tests assert outcomes, never durations.
+// fastConfig is a Config that is ready at once and whose waits are short,
+// so failure paths finish quickly; the tests assert outcomes, never
+// durations.
 func fastConfig(client *fake.Clientset) Config {
 	return Config{
 		Client: client, NodeName: testNode, DriverName: testDriver,
+		Ready:         func(context.Context) (bool, error) { return true, nil },
 		ReadyInterval: time.Millisecond, InitialBackoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
 	}
 }

@@ -220,9 +220,12 @@ func TestDefaultNode(t *testing.T) {
 func TestDefaultRBAC(t *testing.T) {
 	m := render(t, "")
 	node := decode[rbacv1.ClusterRole](m, m.get("ClusterRole", "diskplane-node"))
-	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}}}
+	want := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}},
+		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csinodes"}, Verbs: []string{"get"}},
+	}
 	if !slices.EqualFunc(node.Rules, want, ruleEqual) {
-		t.Errorf("node rules %+v, want only get and patch on nodes", node.Rules)
+		t.Errorf("node rules %+v, want only get and patch on nodes and get on csinodes", node.Rules)
 	}
 	// Every controller sidecar role is bound to the controller's account,
 	// and nothing grants anything to the node's account but its own role.

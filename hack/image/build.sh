@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds the Diskplane Linux image from ./Dockerfile with buildah, exactly as
+# `docker build` would, except that the two base images are the local
+# stand-ins bases.sh assembles (no registry is reachable here) and that the
+# build sees this machine's Go module and build caches, so an unchanged tree
+# builds in seconds. Writes the image as a docker-archive to
+# _output/images/diskplane.tar (for `ctr images import` or `docker load`) and
+# prints its size.
+#
+# Environment:
+#   IMAGE             (ghcr.io/diskplane/diskplane:v<chart appVersion>) the tag
+#   VERSION, COMMIT   what the binary reports (default: from git)
+#   PUBLIC_BASES=1    use the Dockerfile's default bases (needs a registry)
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+[[ $(id -u) -eq 0 ]] || img_die "build.sh needs root (buildah's overlay storage)"
+img_require_tools
+trap img_cleanup EXIT
+
+VERSION=${VERSION:-$(git -C "$img_repo" describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)}
+COMMIT=${COMMIT:-$(git -C "$img_repo" rev-parse --verify -q HEAD 2>/dev/null || echo unknown)}
+
+args=(--build-arg "VERSION=$VERSION" --build-arg "COMMIT=$COMMIT")
+if [[ ${PUBLIC_BASES:-} != 1 ]]; then
+  "$img_here/bases.sh"
+  args+=(--pull-never --build-arg "BUILDER_IMAGE=$img_base_builder" --build-arg "BASE_IMAGE=$img_base_runtime")
+fi
+
+# The RUN steps of the builder stage see the host's module and build caches
+# (the builder's GOPATH is /go; Go's cache is under root's home).
+gomodcache=$(go env GOMODCACHE)
+gocache=$(go env GOCACHE)
+mkdir -p "$gomodcache" "$gocache"
+
+start=$SECONDS
+img_log "building $IMAGE ($VERSION) from Dockerfile"
+bah bud --quiet --layers=false --isolation chroot --network host -f "$img_repo/Dockerfile" \
+  -v "$gomodcache:/go/pkg/mod" -v "$gocache:/root/.cache/go-build" \
+  "${args[@]}" -t "$IMAGE" "$img_repo" >/dev/null
+# Drop what the build leaves behind (the builder stage, the previous build's
+# image, now untagged), so that rebuilding does not fill the disk.
+img_cleanup
+img_log "built $IMAGE in $((SECONDS - start))s"
+
+# Smoke test: every tool the node plugin runs starts in the image, and the
+# plugin reports the version it was built with.
+ctr=$(bah from --pull-never "$IMAGE")
+bah run --isolation chroot "$ctr" -- /bin/diskplane --version | grep -qF "$VERSION" ||
+  img_die "the image's diskplane does not report $VERSION"
+for tool in "mkfs.ext4 -V" "e2fsck -V" "resize2fs -P /dev/null" "mkfs.xfs -V" "xfs_growfs -V" "xfs_io -V" \
+  "xfs_repair -V" "blkid -V" "lsblk --version" "losetup --version" "mount --version" "umount --version" \
+  "fsck --version" "cryptsetup --version"; do
+  # shellcheck disable=SC2086 # the tool and its version flag
+  out=$(bah run --isolation chroot "$ctr" -- $tool 2>&1) || [[ $tool == resize2fs* && $out == *resize2fs* ]] ||
+    img_die "$tool does not run in the image: $out"
+done
+img_log "smoke test passed: diskplane $VERSION and the node tools run"
+
+archive=$img_archives/diskplane.tar
+img_export "$IMAGE" "$archive"
+img_log "wrote $archive ($(du -m "$archive" | cut -f1) MiB uncompressed; $(gzip -c "$archive" | wc -c | awk '{printf "%d", $1/1048576}') MiB gzipped)"
