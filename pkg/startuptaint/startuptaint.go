@@ -84,7 +84,10 @@ type Config struct {
 // the key Key(cfg.DriverName) from the Node cfg.NodeName, retrying failed
 // attempts with capped exponential backoff. It returns nil once the Node
 // carries no such taint (at once when it never had one), or the context's
-// error when ctx ends first. It never changes anything else on the Node.
+// error when ctx ends first. A Forbidden answer means the cluster does not
+// allow the removal (the chart's node.startupTaint.remove=false, or the
+// admission policy refused): Run returns it at once instead of asking
+// again forever. It never changes anything else on the Node.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.NodeName == "" {
 		return errors.New("startup taint: node name is empty (set CSI_NODE_NAME from spec.nodeName)")
@@ -129,6 +132,9 @@ func withDefaults(cfg Config) Config {
 func waitReady(ctx context.Context, cfg Config) error {
 	return wait.PollUntilContextCancel(ctx, cfg.ReadyInterval, true, func(ctx context.Context) (bool, error) {
 		ready, err := cfg.Ready(ctx)
+		if apierrors.IsForbidden(err) {
+			return false, err
+		}
 		if err != nil {
 			klog.V(4).InfoS("Plugin not ready yet; keeping the startup taint", "node", cfg.NodeName, "err", err)
 			return false, nil
@@ -154,10 +160,13 @@ func removeWithBackoff(ctx context.Context, cfg Config) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("startup taint %s on node %s: %w (last error: %w)", key, cfg.NodeName, ctx.Err(), err)
 		}
+		if apierrors.IsForbidden(err) {
+			return fmt.Errorf("startup taint %s on node %s: the cluster does not let this plugin remove it: %w", key, cfg.NodeName, err)
+		}
 		// A conflict only means someone changed the taints between our read
-		// and our write; anything else (API server down, RBAC, an admission
-		// policy) deserves an error in the log. Both wait, so that a refusal
-		// that persists is not repeated in a tight loop.
+		// and our write; anything else (API server down or overloaded)
+		// deserves an error in the log. Both wait, so that a failure that
+		// persists is not repeated in a tight loop.
 		if isConflict(err) {
 			klog.V(2).InfoS("Node changed while removing the startup taint; reading it again", "node", cfg.NodeName,
 				"taint", key, "attempt", attempt, "retryIn", delay, "err", err)

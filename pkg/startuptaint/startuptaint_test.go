@@ -46,13 +46,15 @@ func fastConfig(client *fake.Clientset) Config {
 	}
 }
 
+// taintsOf reads a node's taints from the fake's store, past any reactor a
+// test installed.
 func taintsOf(t *testing.T, client *fake.Clientset, name string) []corev1.Taint {
 	t.Helper()
-	n, err := client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	n, err := client.Tracker().Get(corev1.SchemeGroupVersion.WithResource("nodes"), "", name)
 	if err != nil {
 		t.Fatalf("get node %s: %v", name, err)
 	}
-	return n.Spec.Taints
+	return n.(*corev1.Node).Spec.Taints
 }
 
 func patches(client *fake.Clientset) []k8stesting.PatchAction {
@@ -203,7 +205,6 @@ func TestRunRetriesFailures(t *testing.T) {
 	}{
 		{name: "conflict on patch", verb: "patch", err: apierrors.NewConflict(gr, testNode, errors.New("changed"))},
 		{name: "API server unavailable", verb: "get", err: apierrors.NewServiceUnavailable("starting")},
-		{name: "forbidden until RBAC is fixed", verb: "patch", err: apierrors.NewForbidden(gr, testNode, errors.New("no"))},
 		{name: "node not found yet", verb: "get", err: apierrors.NewNotFound(gr, testNode)},
 	}
 	for _, tc := range tests {
@@ -217,6 +218,45 @@ func TestRunRetriesFailures(t *testing.T) {
 				t.Errorf("%s called %d times, want the 3 failures and a success", tc.verb, calls.Load())
 			}
 			if got := taintsOf(t, client, testNode); !slices.Equal(got, []corev1.Taint{otherTaint}) {
+				t.Errorf("taints = %v", got)
+			}
+		})
+	}
+}
+
+// A cluster that forbids the removal gets one attempt, not a loop.
+func TestRunStopsWhenForbidden(t *testing.T) {
+	gr := schema.GroupResource{Resource: "nodes"}
+	tests := []struct {
+		name      string
+		verb      string
+		resource  string
+		wantCalls int32
+	}{
+		{name: "no patch permission, or the admission policy refuses", verb: "patch", resource: "nodes", wantCalls: 1},
+		{name: "no get permission", verb: "get", resource: "nodes", wantCalls: 1},
+		{name: "CSINode not readable", verb: "get", resource: "csinodes", wantCalls: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset(node(testNode, startupTaint), csiNode(testNode, testDriver))
+			var calls atomic.Int32
+			client.PrependReactor(tc.verb, tc.resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+				calls.Add(1)
+				return true, nil, apierrors.NewForbidden(gr, testNode, errors.New("denied"))
+			})
+			cfg := fastConfig(client)
+			if tc.resource == "csinodes" {
+				cfg.Ready = nil
+			}
+			err := Run(context.Background(), cfg)
+			if !apierrors.IsForbidden(err) {
+				t.Fatalf("Run = %v, want the Forbidden error", err)
+			}
+			if calls.Load() != tc.wantCalls {
+				t.Errorf("%s %s called %d times, want %d", tc.verb, tc.resource, calls.Load(), tc.wantCalls)
+			}
+			if got := taintsOf(t, client, testNode); !slices.Equal(got, []corev1.Taint{startupTaint}) {
 				t.Errorf("taints = %v", got)
 			}
 		})
