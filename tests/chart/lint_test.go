@@ -15,11 +15,11 @@ func TestLint(t *testing.T) {
 		{name: "everything on", values: `
 controller:
   region: us-east-1
-  ec2Endpoint: http://$(HOST_IP):8787
+  ec2Endpoint: http://$(HOST_IP):8700
   awsCredentials: {create: true, accessKeyID: a, secretAccessKey: b}
   extraTags: {team: storage}
   k8sTagClusterID: c1
-node: {classicSidecars: true, imdsEndpoint: http://$(HOST_IP):1338, tolerateAllTaints: false}
+node: {classicSidecars: true, imdsEndpoint: http://$(HOST_IP):8701, tolerateAllTaints: false}
 csiDriver: {seLinuxMount: true, requiresRepublish: true, tokenRequests: [{audience: x}]}
 storageClasses: [{name: gp3, default: true, parameters: {type: gp3}}]
 volumeSnapshotClasses: [{name: snap, deletionPolicy: Delete}]

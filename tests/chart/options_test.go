@@ -23,7 +23,7 @@ func TestOptions(t *testing.T) {
 			values: `
 controller:
   region: eu-west-1
-  ec2Endpoint: http://$(HOST_IP):8787
+  ec2Endpoint: http://$(HOST_IP):8700
   awsCredentials: {secretName: my-keys}
   serviceAccount:
     annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::111122223333:role/diskplane"}
@@ -35,7 +35,7 @@ controller:
 				}
 				// $(HOST_IP) expands only from a variable defined before it.
 				if i, j := envIndex(plugin, "HOST_IP"), envIndex(plugin, "AWS_ENDPOINT_URL_EC2"); i < 0 || j < i ||
-					plugin.Env[j].Value != "http://$(HOST_IP):8787" || plugin.Env[i].ValueFrom.FieldRef.FieldPath != "status.hostIP" {
+					plugin.Env[j].Value != "http://$(HOST_IP):8700" || plugin.Env[i].ValueFrom.FieldRef.FieldPath != "status.hostIP" {
 					t.Errorf("endpoint env %+v", plugin.Env)
 				}
 				for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} {
@@ -199,7 +199,7 @@ sidecars:
 			values: `
 node:
   kubeletDir: /data/kubelet/
-  imdsEndpoint: http://$(HOST_IP):1338
+  imdsEndpoint: http://$(HOST_IP):8701
   metadataSources: kubernetes
   volumeAttachLimit: 25
   tolerateAllTaints: false
