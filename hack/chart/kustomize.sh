@@ -5,11 +5,13 @@
 #   hack/chart/kustomize.sh           (re)write deploy/kubernetes
 #   hack/chart/kustomize.sh --check   fail when deploy/kubernetes differs from
 #                                     what the chart renders (CI)
+# HELM names the Helm binary to use; by default hack/chart/helm.sh builds the
+# pinned one.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 dest=$repo/deploy/kubernetes
 namespace=kube-system
-helm=$("$repo/hack/chart/helm.sh")
+helm=${HELM:-$("$repo/hack/chart/helm.sh")}
 
 check=0
 case ${1:-} in

@@ -1,6 +1,9 @@
 package chart
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -51,5 +54,14 @@ func TestNotes(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("NOTES lack %q:\n%s", want, stdout)
 		}
+	}
+}
+
+// deploy/kubernetes is what the chart renders (make kustomize).
+func TestKustomizeBaseUpToDate(t *testing.T) {
+	cmd := exec.Command(filepath.Join(repoRoot, "hack", "chart", "kustomize.sh"), "--check")
+	cmd.Env = append(os.Environ(), helmEnv+"="+helm(t))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("deploy/kubernetes is out of date (run make kustomize): %v\n%s", err, out)
 	}
 }
