@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/diskplane/diskplane/pkg/driver/node"
 	"github.com/diskplane/diskplane/pkg/mounter"
 	"github.com/diskplane/diskplane/pkg/registration"
+	"github.com/diskplane/diskplane/pkg/startuptaint"
 )
 
 // nodeFlags are the flags that only the node service reads.
@@ -116,6 +118,16 @@ func buildNode(ctx context.Context, opts *options, _ prometheus.Registerer) (csi
 			}
 			if err := reg.Run(ctx, socket); err != nil {
 				klog.ErrorS(err, "Kubelet plugin registration stopped", "socket", socket)
+			}
+		})
+	}
+	if nodeName := os.Getenv(metadata.NodeNameEnv); nodeName != "" {
+		// In a cluster (the DaemonSet sets CSI_NODE_NAME): let pods that need
+		// volumes onto this node once the kubelet knows the driver.
+		background.Go(func() {
+			err := startuptaint.Run(ctx, startuptaint.Config{NodeName: nodeName, DriverName: opts.driverName})
+			if err != nil && ctx.Err() == nil {
+				klog.ErrorS(err, "Startup taint not removed", "node", nodeName, "taint", startuptaint.Key(opts.driverName))
 			}
 		})
 	}
