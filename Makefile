@@ -16,7 +16,7 @@ LDFLAGS     := -s -w \
 export CGO_ENABLED := 0
 TEST_FLAGS  ?= -count=1 -timeout=45m
 
-.PHONY: all build build-windows test verify clean deps
+.PHONY: all build build-windows test fuzz verify clean deps
 
 all: build
 
@@ -35,6 +35,16 @@ build-windows:
 ## test: every unit, integration and sanity test (as root: real loop devices and mounts)
 test: deps
 	CGO_ENABLED=1 $(GO) test -race $(TEST_FLAGS) ./...
+
+## fuzz: run each fuzz target briefly (FUZZTIME each); the seed corpora also run in `make test`
+FUZZTIME ?= 20s
+FUZZ_TARGETS := ./pkg/driver/parameters:FuzzVolumeParameters ./pkg/driver/parameters:FuzzTagTemplate
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzzing $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s $$pkg || exit 1; \
+	done
 
 ## verify: formatting, vet and staticcheck
 verify:
