@@ -51,6 +51,12 @@ type Mounter interface {
 	// MountedDevice returns the source of the topmost mount at path, symlinks
 	// resolved, or "" when nothing is mounted there.
 	MountedDevice(path string) (string, error)
+	// MountRefs returns the other mount points that show what path shows:
+	// for a mounted directory (a staged filesystem) the bind mounts of it,
+	// for a device node every file it is bind-mounted onto. Nothing, when
+	// path does not exist. The node service uses it to publish a
+	// SINGLE_NODE_SINGLE_WRITER volume at one target path only.
+	MountRefs(path string) ([]string, error)
 	// FormatAndMount mounts device at target as fsType. A device that holds
 	// nothing is formatted first with mkfsArgs added to mkfs's command line;
 	// a device that holds fsType is mounted as it is; a device holding

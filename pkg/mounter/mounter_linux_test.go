@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -295,6 +296,57 @@ func TestBlockBindMount(t *testing.T) {
 	}
 	if err := r.m.CleanupMountPoint(target); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMountRefs checks that the publications of a staged filesystem (bind
+// mounts of its staging directory) and of a raw block device (bind mounts
+// of its node) are found, and nothing else is.
+func TestMountRefs(t *testing.T) {
+	r := newRig(t)
+	dev := r.find(r.volume(64 * mib))
+	stage := r.mountPoint("stage")
+	if err := r.m.FormatAndMount(dev, stage, "ext4", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	pod1, pod2 := r.mountPoint("pod1"), r.mountPoint("pod2")
+	for _, p := range []string{pod1, pod2} {
+		if err := r.m.BindMount(stage, p, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	block := filepath.Join(r.dir, "pod3", "dev", "block")
+	if err := r.m.MakeFile(block); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.m.CleanupMountPoint(block) })
+	if err := r.m.BindMount(dev, block, nil); err != nil {
+		t.Fatal(err)
+	}
+	unused := r.mountPoint("unused")
+
+	tests := []struct {
+		name, path string
+		want       []string
+	}{
+		{"staged filesystem: its bind mounts", stage, []string{pod1, pod2}},
+		{"device node: the files it is bound onto", dev, []string{block}},
+		{"a bind mount: the staging path and the other bind", pod1, []string{stage, pod2}},
+		{"a directory nothing is mounted from", unused, nil},
+		{"a missing path", filepath.Join(r.dir, "missing"), nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := r.m.MountRefs(tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(got)
+			want := slices.Sorted(slices.Values(tc.want))
+			if !slices.Equal(got, want) {
+				t.Fatalf("MountRefs(%s) = %q, want %q", tc.path, got, want)
+			}
+		})
 	}
 }
 

@@ -169,6 +169,23 @@ func (f *fakeOS) MountedDevice(path string) (string, error) {
 	return f.deviceOf(path), nil
 }
 
+// MountRefs lists the mounts bound from path: bind mounts of a staging
+// directory, or of a device node.
+func (f *fakeOS) MountRefs(path string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.failOn["MountRefs"]; err != nil {
+		return nil, err
+	}
+	var refs []string
+	for p, m := range f.mounts {
+		if m.source == path {
+			refs = append(refs, p)
+		}
+	}
+	return refs, nil
+}
+
 func (f *fakeOS) FormatAndMount(device, target, fsType string, mkfsArgs, mountOptions []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

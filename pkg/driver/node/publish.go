@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"slices"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -53,6 +54,9 @@ func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVol
 	if !staged {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s; stage it first", volumeID, staging)
 	}
+	if err := s.checkSingleWriter(req, staging); err != nil {
+		return nil, err
+	}
 	mounted, err := s.prepareMountPoint(target, s.os.MakeDir)
 	if err != nil {
 		return nil, err
@@ -76,6 +80,9 @@ func (s *Service) publishBlock(ctx context.Context, req *csi.NodePublishVolumeRe
 	if err != nil {
 		return nil, osError(ctx, fmt.Sprintf("find the device of volume %s", volumeID), err)
 	}
+	if err := s.checkSingleWriter(req, device); err != nil {
+		return nil, err
+	}
 	mounted, err := s.prepareMountPoint(target, s.os.MakeFile)
 	if err != nil {
 		return nil, err
@@ -89,6 +96,37 @@ func (s *Service) publishBlock(ctx context.Context, req *csi.NodePublishVolumeRe
 	}
 	klog.V(2).InfoS("Published block volume", "volumeID", volumeID, "device", device, "targetPath", target, "readOnly", req.GetReadonly())
 	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// checkSingleWriter refuses to publish a SINGLE_NODE_SINGLE_WRITER volume
+// at a second target path, with FAILED_PRECONDITION as the spec's table for
+// a second NodePublishVolume says: the mode allows one publication on the
+// node. source is what a publication binds (the staging path, or the device
+// node of a block volume); every other mount of it is a publication. It
+// runs before the target is created, so a refusal leaves nothing behind;
+// a repeat of the same publication passes. SINGLE_NODE_WRITER is not held
+// to one target: COs that predate the single/multi writer modes use it for
+// every pod of the node that shares a ReadWriteOnce volume.
+func (s *Service) checkSingleWriter(req *csi.NodePublishVolumeRequest, source string) error {
+	if req.GetVolumeCapability().GetAccessMode().GetMode() != csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER {
+		return nil
+	}
+	target := filepath.Clean(req.GetTargetPath())
+	if mounted, err := s.os.IsMountPoint(target); err == nil && mounted {
+		return nil // published here already: the repeat is answered as such
+	}
+	refs, err := s.os.MountRefs(source)
+	if err != nil {
+		return status.Errorf(codes.Internal, "find where volume %s is published: %v", req.GetVolumeId(), err)
+	}
+	for _, ref := range refs {
+		if filepath.Clean(ref) != target {
+			return status.Errorf(codes.FailedPrecondition,
+				"volume %s has access mode SINGLE_NODE_SINGLE_WRITER and is already published at %s; unpublish it there first",
+				req.GetVolumeId(), ref)
+		}
+	}
+	return nil
 }
 
 // publishMountOptions are the bind options: read-only when asked, plus the

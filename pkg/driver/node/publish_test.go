@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 
@@ -201,5 +202,96 @@ func TestPublishTwice(t *testing.T) {
 	}
 	if _, mounted := f.mountedAt(staging); !mounted {
 		t.Fatal("unpublish must not touch the staging mount")
+	}
+}
+
+// TestPublishSingleWriter checks the spec's table for a second
+// NodePublishVolume of a volume at another target: refused for
+// SINGLE_NODE_SINGLE_WRITER (before anything is created), allowed for the
+// multi-writer modes and for SINGLE_NODE_WRITER.
+func TestPublishSingleWriter(t *testing.T) {
+	const other = "/var/lib/kubelet/pods/p2/volumes/kubernetes.io~csi/pvc-1/mount"
+	publishedElsewhere := func(f *fakeOS) {
+		staged(f)
+		f.paths[other] = "dir"
+		f.mounts[other] = fakeMount{source: staging}
+	}
+	blockPublishedElsewhere := func(f *fakeOS) {
+		f.paths[other] = "file"
+		f.mounts[other] = fakeMount{source: volDev}
+	}
+	single := csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER
+	tests := []struct {
+		name  string
+		setup func(f *fakeOS)
+		cap   *csi.VolumeCapability
+		code  codes.Code
+		want  []string
+	}{
+		{
+			name:  "single writer: the first publication",
+			setup: staged,
+			cap:   withMode(mountCap("ext4"), single),
+			want:  []string{"MakeDir " + target, "bind -o  " + staging + " " + target},
+		},
+		{
+			name: "single writer: a repeat at the same target is done",
+			setup: func(f *fakeOS) {
+				staged(f)
+				f.paths[target] = "dir"
+				f.mounts[target] = fakeMount{source: staging}
+			},
+			cap: withMode(mountCap("ext4"), single),
+		},
+		{
+			name:  "single writer: refused while published at another target",
+			setup: publishedElsewhere,
+			cap:   withMode(mountCap("ext4"), single),
+			code:  codes.FailedPrecondition,
+		},
+		{
+			name:  "single writer block: refused while published at another target",
+			setup: blockPublishedElsewhere,
+			cap:   withMode(blockCap(), single),
+			code:  codes.FailedPrecondition,
+		},
+		{
+			name: "single writer: the publications cannot be listed",
+			setup: func(f *fakeOS) {
+				staged(f)
+				f.failOn["MountRefs"] = errors.New("mountinfo unreadable")
+			},
+			cap:  withMode(mountCap("ext4"), single),
+			code: codes.Internal,
+		},
+		{
+			name:  "multi writer: a second target",
+			setup: publishedElsewhere,
+			cap:   withMode(mountCap("ext4"), csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER),
+			want:  []string{"MakeDir " + target, "bind -o  " + staging + " " + target},
+		},
+		{
+			name:  "single node writer: a second target, as older COs ask for pods sharing a volume",
+			setup: publishedElsewhere,
+			cap:   mountCap("ext4"),
+			want:  []string{"MakeDir " + target, "bind -o  " + staging + " " + target},
+		},
+		{
+			name:  "multi-node block: a second target",
+			setup: blockPublishedElsewhere,
+			cap:   withMode(blockCap(), csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER),
+			want:  []string{"MakeFile " + target, "bind -o  " + volDev + " " + target},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, f := newTestService(t)
+			tc.setup(f)
+			_, err := s.NodePublishVolume(context.Background(), publishReq(tc.cap))
+			wantCode(t, err, tc.code)
+			if !reflect.DeepEqual(f.calls, tc.want) {
+				t.Fatalf("OS calls:\n got %q\nwant %q", f.calls, tc.want)
+			}
+		})
 	}
 }
