@@ -127,8 +127,8 @@ e2e_image() {
 
 # write_image ARCHIVE ROOTFS ENTRYPOINT_JSON CMD_JSON TAG... writes a
 # docker-archive (manifest.json + config + one layer) that
-# `ctr images import` accepts, with every TAG naming the same image. The
-# layer is packed deterministically, so unchanged inputs give the same digest.
+# `ctr images import` accepts, with every TAG naming the same image. Packed
+# deterministically: unchanged inputs give the same digest and archive bytes.
 write_image() {
   local archive=$1 rootfs=$2 entrypoint=$3 cmd=$4 work layer_sha config_sha tags
   shift 4
@@ -147,7 +147,8 @@ write_image() {
   tags=$(printf '%s\n' "$@" | jq -R . | jq -cs .)
   jq -cn --arg cfg "$config_sha.json" --argjson tags "$tags" --arg layer "$layer_sha/layer.tar" \
     '[{Config: $cfg, RepoTags: $tags, Layers: [$layer]}]' >"$work/manifest.json"
-  tar --owner=0 --group=0 --numeric-owner -C "$work" -cf "$archive.tmp" manifest.json "$config_sha.json" "$layer_sha"
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$work" -cf "$archive.tmp" \
+    manifest.json "$config_sha.json" "$layer_sha"
   mv "$archive.tmp" "$archive"
   rm -rf "$work"
 }
@@ -223,9 +224,9 @@ step_cluster() {
     "${kube_cmds[@]/#/$lc_bin/}" -- build_kube
   run_step pause "$(cache_key "$kube_dir/go.sum" -- "$(gcc --version | head -1)")" \
     "$lc_bin/pause" -- build_pause
-  run_step pause-image "$(cache_key "$lc_bin/pause" "$kube_dir/go.sum" -- pause-image-1)" \
+  run_step pause-image "$(cache_key "$lc_bin/pause" "$kube_dir/go.sum" -- pause-image-2)" \
     "$lc_images/pause.tar" -- build_pause_image
-  run_step busybox-image "$(cache_key /usr/bin/busybox "$kube_dir/go.sum" -- busybox-image-1 "${BUSYBOX_TAGS:-}")" \
+  run_step busybox-image "$(cache_key /usr/bin/busybox "$kube_dir/go.sum" -- busybox-image-2 "${BUSYBOX_TAGS:-}")" \
     "$lc_images/busybox.tar" -- build_busybox_image
   run_step snapshot-crds "$(cache_key -- "$snapshot_version")" \
     "$lc_crds/snapshot.storage.k8s.io_volumesnapshots.yaml" -- copy_snapshot_crds
@@ -274,7 +275,7 @@ step_e2e() {
   run_step e2e.test "$(cache_key "${kube_key_files[@]}" "$kube_dir/e2e_test.go" -- "$kube_ldflags")" \
     "$lc_bin/e2e.test" -- build_e2e_test
   run_step agnhost "$(cache_key "${kube_key_files[@]}")" "$lc_bin/agnhost" -- build_agnhost
-  run_step agnhost-image "$(cache_key "$lc_bin/agnhost" /usr/bin/busybox "$kube_dir/go.sum" -- agnhost-image-1)" \
+  run_step agnhost-image "$(cache_key "$lc_bin/agnhost" /usr/bin/busybox "$kube_dir/go.sum" -- agnhost-image-2)" \
     "$lc_images/agnhost.tar" -- build_agnhost_image
 }
 

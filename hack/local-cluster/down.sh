@@ -34,13 +34,19 @@ no_volume_attachments() {
 
 # 1. While the kubelet and any CSI driver still run, delete the pods so the
 # kubelet unmounts their volumes and the attach/detach controller detaches
-# them through the driver: that is the clean way for volumes to leave.
+# them through the driver: that is the clean way for volumes to leave. When
+# driver.sh's plugin was started but has died, volumes cannot leave that way:
+# wait briefly and let steps 3-4 clean up instead.
 if lc_pid_alive kube-apiserver && lc_pid_alive kubelet; then
+  driver_started=0 driver_alive=0 pod_timeout=60
+  compgen -G "$lc_pids/driver-plugin.pid" >/dev/null && driver_started=1
+  lc_pid_alive driver-plugin && driver_alive=1
+  ((driver_started == 0 || driver_alive == 1)) || pod_timeout=15
   lc_log "deleting pods"
-  timeout 90 "$(lc_kubectl_path)" --kubeconfig="$lc_kubeconfig" delete pods --all --all-namespaces \
+  timeout "$pod_timeout" "$(lc_kubectl_path)" --kubeconfig="$lc_kubeconfig" delete pods --all --all-namespaces \
     --grace-period=1 --wait=true >/dev/null 2>&1 ||
-    lc_log "some pods did not go away in 90s; their processes are killed below"
-  if compgen -G "$lc_pids/driver-*.pid" >/dev/null; then
+    lc_log "some pods did not go away in ${pod_timeout}s; their processes are killed below"
+  if ((driver_alive == 1)); then
     lc_wait "VolumeAttachments gone" 60 no_volume_attachments ||
       lc_log "VolumeAttachments remain; their loop devices are detached below"
   fi

@@ -24,12 +24,15 @@ lc_sysctls=(
   net/netfilter/nf_conntrack_max net/netfilter/nf_conntrack_tcp_timeout_established
   net/netfilter/nf_conntrack_tcp_timeout_close_wait
 )
-# System paths the cluster's processes create when missing; removed by down.sh
-# only when they did not exist before up.sh.
-lc_system_paths=(
-  /var/lib/kubelet /var/log/pods /var/log/containers /var/lib/cni /run/netns
-  /run/containerd /run/kubernetes /etc/kubernetes /opt/containerd /var/lib/containerd
-)
+# System paths the cluster's processes create when missing. down.sh touches
+# them only when they did not exist before up.sh: the kubelet's own (its root,
+# which carries up.sh's marker, and the pod logs, which only the kubelet that
+# owns /var/lib/kubelet writes) are deleted; the shared ones (CNI state,
+# network namespaces, containerd's shim socket dir, which another containerd
+# would use too) lose this cluster's entries and then only empty directories.
+lc_kubelet_paths=(/var/lib/kubelet /var/log/pods /var/log/containers)
+lc_shared_paths=(/var/lib/cni /run/netns /run/containerd)
+lc_system_paths=("${lc_kubelet_paths[@]}" "${lc_shared_paths[@]}")
 lc_iptables_tables=(filter nat mangle raw)
 
 # machine_record_baseline writes run/baseline once; a second up.sh after a
@@ -239,12 +242,13 @@ machine_restore_sysctls() {
   done <"$lc_baseline/sysctls"
 }
 
-# machine_remove_paths deletes the system paths that appeared since the
-# baseline, and this cluster's entries in the ones that existed before. The
-# kubelet dir is only deleted when it carries up.sh's marker.
+# machine_remove_paths deletes the kubelet's paths that appeared since the
+# baseline (its root only with up.sh's marker), removes this cluster's CNI
+# leases and cache, and prunes the shared paths that appeared since down to
+# nothing: only empty directories go, so another program's files stay.
 machine_remove_paths() {
   local p
-  for p in "${lc_system_paths[@]}"; do
+  for p in "${lc_kubelet_paths[@]}"; do
     [[ -e $p || -L $p ]] || continue
     grep -qxF "$p" "$lc_baseline/paths" && continue
     if [[ $p == "$lc_kubelet_dir" && ! -e $p/$lc_marker ]]; then
@@ -254,4 +258,14 @@ machine_remove_paths() {
     rm -rf --one-file-system "$p" && lc_log "removed $p"
   done
   rm -rf "/var/lib/cni/networks/$lc_cni_name" /var/lib/cni/results/"$lc_cni_name"-*
+  for p in "${lc_shared_paths[@]}"; do
+    [[ -d $p ]] || continue
+    grep -qxF "$p" "$lc_baseline/paths" && continue
+    find "$p" -depth -type d -empty -delete 2>/dev/null
+    if [[ -e $p ]]; then
+      lc_log "$p is not empty (another program's files?); leaving it"
+    else
+      lc_log "removed $p"
+    fi
+  done
 }
