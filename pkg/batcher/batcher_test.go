@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/diskplane/diskplane/pkg/testutil"
 )
 
 // recorder is an exec func that answers key → "v-"+key, remembers every
@@ -334,5 +336,5 @@ func TestClose(t *testing.T) {
 		t.Errorf("Get after Close: err = %v, want ErrClosed", err)
 	}
 	b.Close() // a second Close is harmless
-	assertNoGoroutines(t, "batcher.(*Batcher[")
+	testutil.AssertNoGoroutines(t, "batcher.(*Batcher[")
 }

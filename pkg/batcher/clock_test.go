@@ -1,8 +1,6 @@
 package batcher
 
 import (
-	"runtime"
-	"strings"
 	"testing"
 	"time"
 )
@@ -37,19 +35,3 @@ func (m *manualClock) next(t *testing.T) *manualTimer {
 
 // fire makes the timer expire; it returns once the owner goroutine has seen it.
 func (mt *manualTimer) fire() { mt.c <- time.Now() }
-
-// assertNoGoroutines fails when goroutines running code of this package
-// remain, allowing them a moment to finish returning.
-func assertNoGoroutines(t *testing.T, marker string) {
-	t.Helper()
-	var stacks string
-	for range 500 {
-		buf := make([]byte, 1<<20)
-		stacks = string(buf[:runtime.Stack(buf, true)])
-		if !strings.Contains(stacks, marker) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("goroutines running %s outlived Close:\n%s", marker, stacks)
-}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/diskplane/diskplane/pkg/testutil"
 )
 
 // TestManyCallers runs hundreds of goroutines against a real-timer batcher,
@@ -97,7 +99,7 @@ func TestManyCallers(t *testing.T) {
 	if n := violations.Load(); n > 0 {
 		t.Errorf("%d exec calls had duplicate keys or more than %d keys", n, maxEntries)
 	}
-	assertNoGoroutines(t, "batcher.(*Batcher[")
+	testutil.AssertNoGoroutines(t, "batcher.(*Batcher[")
 }
 
 // BenchmarkBatcher reports how many exec calls (EC2 requests) the batcher

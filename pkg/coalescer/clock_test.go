@@ -1,9 +1,6 @@
 package coalescer
 
 import (
-	"runtime"
-	"strings"
-	"testing"
 	"time"
 )
 
@@ -34,19 +31,3 @@ func (m *manualClock) next() *manualTimer { return <-m.started }
 
 // fire ends the window; it returns once the owner goroutine has seen it.
 func (mt *manualTimer) fire() { mt.f() }
-
-// assertNoGoroutines fails when goroutines running code of this package
-// remain, allowing them a moment to finish returning.
-func assertNoGoroutines(t *testing.T, marker string) {
-	t.Helper()
-	var stacks string
-	for range 500 {
-		buf := make([]byte, 1<<20)
-		stacks = string(buf[:runtime.Stack(buf, true)])
-		if !strings.Contains(stacks, marker) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("goroutines running %s outlived Close:\n%s", marker, stacks)
-}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/diskplane/diskplane/pkg/testutil"
 )
 
 // change is a volume modification as the controller would coalesce it: a
@@ -357,5 +359,5 @@ func TestClose(t *testing.T) {
 	if n := len(m.recorded()); n != 1 {
 		t.Errorf("%d executions, want only the one that was running", n)
 	}
-	assertNoGoroutines(t, "coalescer.(*Coalescer[")
+	testutil.AssertNoGoroutines(t, "coalescer.(*Coalescer[")
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/diskplane/diskplane/pkg/testutil"
 )
 
 // TestManyCallers runs many goroutines against a real-timer coalescer with a
@@ -67,5 +69,5 @@ func TestManyCallers(t *testing.T) {
 	if n := m.overlapping(); n > 0 {
 		t.Errorf("%d executions overlapped another for the same key", n)
 	}
-	assertNoGoroutines(t, "coalescer.(*Coalescer[")
+	testutil.AssertNoGoroutines(t, "coalescer.(*Coalescer[")
 }

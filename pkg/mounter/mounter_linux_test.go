@@ -290,8 +290,8 @@ func TestBlockBindMount(t *testing.T) {
 		t.Fatalf("DeviceSize(target) = %d, %v", size, err)
 	}
 	payload := []byte("raw bytes through the bind mount")
-	writeAt(t, target, payload, 4096)
-	if got := readAt(t, dev, len(payload), 4096); !bytes.Equal(got, payload) {
+	mountertest.WriteAt(t, target, payload, 4096)
+	if got := mountertest.ReadAt(t, dev, len(payload), 4096); !bytes.Equal(got, payload) {
 		t.Fatalf("device holds %q, want %q", got, payload)
 	}
 	if err := r.m.CleanupMountPoint(target); err != nil {
@@ -409,36 +409,7 @@ func writeMBR(t *testing.T, dev string) {
 	copy(entry[8:12], []byte{0x00, 0x08, 0x00, 0x00})  // first sector 2048
 	copy(entry[12:16], []byte{0x00, 0x00, 0x01, 0x00}) // 65536 sectors
 	mbr[510], mbr[511] = 0x55, 0xaa
-	writeAt(t, dev, mbr, 0)
-}
-
-func writeAt(t *testing.T, path string, b []byte, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func readAt(t *testing.T, path string, n int, off int64) []byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	return b
+	mountertest.WriteAt(t, dev, mbr, 0)
 }
 
 // flush writes the device's cached blocks through to its backing file.

@@ -213,12 +213,12 @@ func TestBlockVolume(t *testing.T) {
 	}
 	n.publish(v, staging, target, blockCapability())
 	payload := []byte("raw block bytes")
-	writeAt(t, target, payload, 1<<20)
-	if got := readAt(t, v.Link, len(payload), 1<<20); !bytes.Equal(got, payload) {
+	mountertest.WriteAt(t, target, payload, 1<<20)
+	if got := mountertest.ReadAt(t, v.Link, len(payload), 1<<20); !bytes.Equal(got, payload) {
 		t.Fatalf("the volume holds %q where %q was written through the target", got, payload)
 	}
-	writeAt(t, v.Link, []byte("and back"), 2<<20)
-	if got := readAt(t, target, len("and back"), 2<<20); string(got) != "and back" {
+	mountertest.WriteAt(t, v.Link, []byte("and back"), 2<<20)
+	if got := mountertest.ReadAt(t, target, len("and back"), 2<<20); string(got) != "and back" {
 		t.Fatalf("read %q through the target", got)
 	}
 	stats, err := n.svc.NodeGetVolumeStats(t.Context(), &csi.NodeGetVolumeStatsRequest{VolumeId: v.ID, VolumePath: target})
@@ -314,33 +314,4 @@ func dfFields(t *testing.T, path string, args ...string) []int64 {
 		nums = append(nums, v)
 	}
 	return nums
-}
-
-func writeAt(t *testing.T, path string, b []byte, off int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func readAt(t *testing.T, path string, n int, off int64) []byte {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, off); err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
