@@ -1,7 +1,6 @@
 package ec2api
 
 import (
-	"strings"
 
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
@@ -72,19 +71,6 @@ type instanceXML struct {
 	Tags         *tagSet `xml:"tagSet"`
 }
 
-// privateDNS is the internal host name EC2 gives an address in us-east-1
-// style: ip-10-0-0-5.ec2.internal (other regions: .<region>.compute.internal).
-func privateDNS(ip, region string) string {
-	if ip == "" {
-		return ""
-	}
-	host := "ip-" + strings.ReplaceAll(ip, ".", "-")
-	if region == "us-east-1" {
-		return host + ".ec2.internal"
-	}
-	return host + "." + region + ".compute.internal"
-}
-
 func (h *handler) instanceOut(v model.InstanceView) instanceXML {
 	out := instanceXML{
 		InstanceID: v.ID, ImageID: v.ImageID, State: instanceStateXML{Code: 16, Name: "running"},
@@ -106,7 +92,7 @@ func (h *handler) instanceOut(v model.InstanceView) instanceXML {
 		}
 		if len(n.PrivateIPs) > 0 {
 			e.PrivateIPAddress = n.PrivateIPs[0]
-			e.PrivateDNSName = privateDNS(n.PrivateIPs[0], h.cloud.Region())
+			e.PrivateDNSName = model.PrivateDNSName(n.PrivateIPs[0], h.cloud.Region())
 		}
 		e.Attachment.DeviceIndex, e.Attachment.Status = n.DeviceNumber, "attached"
 		out.NetworkInterfaces.Items = append(out.NetworkInterfaces.Items, e)

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
 // Instance is what IMDS knows about the instance it runs on. The handler asks
@@ -95,20 +97,6 @@ func (in Instance) privateIPv4() string {
 		return ni.PrivateIPv4s[0]
 	}
 	return ""
-}
-
-// privateDNSName derives the private host name EC2 gives an address: in
-// us-east-1 ip-10-0-0-1.ec2.internal, elsewhere
-// ip-10-0-0-1.<region>.compute.internal.
-func privateDNSName(ip, region string) string {
-	if ip == "" {
-		return ""
-	}
-	host := "ip-" + strings.ReplaceAll(ip, ".", "-")
-	if region == "us-east-1" {
-		return host + ".ec2.internal"
-	}
-	return host + "." + region + ".compute.internal"
 }
 
 // identityDocumentVersion is the document format version EC2 reports.
@@ -220,7 +208,7 @@ func (n *node) lookup(path string) (*node, bool) {
 // tree builds the /latest/ tree for the instance: meta-data/ and dynamic/.
 func (in Instance) tree() (*node, error) {
 	ip := in.privateIPv4()
-	hostname := privateDNSName(ip, in.Region)
+	hostname := model.PrivateDNSName(ip, in.Region)
 
 	md := dir()
 	md.set("ami-id", in.ImageID)
@@ -285,7 +273,7 @@ func (in Instance) interfaceTree(ni NetworkInterface) *node {
 	d.set("device-number", strconv.Itoa(ni.DeviceNumber))
 	d.set("interface-id", ni.ID)
 	if len(ni.PrivateIPv4s) > 0 {
-		d.set("local-hostname", privateDNSName(ni.PrivateIPv4s[0], in.Region))
+		d.set("local-hostname", model.PrivateDNSName(ni.PrivateIPv4s[0], in.Region))
 		d.set("local-ipv4s", strings.Join(ni.PrivateIPv4s, "\n"))
 	}
 	d.set("mac", ni.MAC)

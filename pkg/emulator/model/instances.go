@@ -227,3 +227,18 @@ func (c *Cloud) instanceAttachments(id string) []Attachment {
 	})
 	return out
 }
+
+// PrivateDNSName is the private host name EC2 gives an address: in
+// us-east-1 ip-10-0-0-5.ec2.internal, elsewhere
+// ip-10-0-0-5.<region>.compute.internal. Both the EC2 API and the IMDS
+// report it, so it lives with the instances.
+func PrivateDNSName(ip, region string) string {
+	if ip == "" {
+		return ""
+	}
+	host := "ip-" + strings.ReplaceAll(ip, ".", "-")
+	if region == "us-east-1" {
+		return host + ".ec2.internal"
+	}
+	return host + "." + region + ".compute.internal"
+}
