@@ -53,6 +53,8 @@ verify:
 	$(GO) vet ./...
 	GOOS=windows $(GO) vet ./...
 	$(GO) tool staticcheck ./...
+	$(GO) vet -tags e2e ./tests/e2e/...
+	$(GO) tool staticcheck -tags e2e ./tests/e2e/...
 
 clean:
 	rm -rf $(OUTPUT)
@@ -88,3 +90,28 @@ image-sidecars:
 ## image-import: import _output/images/*.tar into the local cluster's containerd
 image-import:
 	hack/image/import.sh
+
+# --- A local Kubernetes cluster with Diskplane and the EC2 emulator (hack/e2e,
+# hack/local-cluster): the demo and the end-to-end suites. They need root.
+
+.PHONY: demo demo-down e2e e2e-external
+
+## demo: build what is missing, bring up a local cluster, the EC2 emulator and Diskplane, run examples/dynamic-provisioning
+demo: build
+	hack/e2e/demo.sh
+
+## demo-down: stop the demo / e2e cluster, Diskplane and the emulator; leave the machine as it was
+demo-down:
+	hack/e2e/down.sh
+
+E2E_FLAGS ?= -count=1 -timeout=40m -parallel=4 -v
+## e2e: Diskplane's end-to-end tests (tests/e2e) in the local cluster, brought up first when needed
+e2e: build
+	hack/e2e/up.sh
+	CGO_ENABLED=1 $(GO) test -race -tags e2e $(E2E_FLAGS) ./tests/e2e/...
+
+## e2e-external: Kubernetes' External Storage suite against Diskplane (E2E_EXTERNAL=full|ci, default full)
+E2E_EXTERNAL ?= full
+e2e-external: build
+	hack/e2e/up.sh external
+	hack/e2e/external.sh $(E2E_EXTERNAL)

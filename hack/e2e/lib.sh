@@ -1,0 +1,128 @@
+# shellcheck shell=bash disable=SC2034 # the scripts that source this use the settings
+# Shared by hack/e2e/*.sh (make demo, make e2e, make e2e-external): Diskplane
+# and the EC2 emulator running in the local cluster of hack/local-cluster.
+# Source it; it defines settings and functions and starts nothing.
+#
+# The cluster's node poses as the emulator's local instance: the same
+# INSTANCE_ID, INSTANCE_TYPE and ZONE go to hack/local-cluster/up.sh (the
+# Node's providerID and labels) and to the emulator (its IMDS and
+# DescribeInstances), so the driver's node ID, topology and the Node agree.
+#
+# Settings (environment):
+#   INSTANCE_ID, INSTANCE_TYPE, ZONE, REGION   the node / local instance
+#                                   (defaults as in hack/local-cluster/up.sh)
+#   DRIVER_NAME      (ebs.csi.diskplane.io) the CSI driver name
+#   EMULATOR_ARGS    extra ec2-emulator flags (word-split), e.g.
+#                    "--volume-create-latency=5s"
+#   PLUGIN_ARGS      extra diskplane flags (word-split)
+#   LOCAL_CLUSTER_DIR                          see hack/local-cluster/lib.sh
+
+e2e_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$e2e_here/../local-cluster/lib.sh"
+
+export INSTANCE_ID=${INSTANCE_ID:-i-0123456789abcdef0}
+export INSTANCE_TYPE=${INSTANCE_TYPE:-m5.large}
+export ZONE=${ZONE:-us-east-1a}
+export REGION=${REGION:-${ZONE%[a-z]}}
+export DRIVER_NAME=${DRIVER_NAME:-ebs.csi.diskplane.io}
+
+e2e_diskplane=$lc_repo/_output/bin/diskplane
+e2e_emulator=$lc_repo/_output/bin/ec2-emulator
+# The emulator keeps its state, volume images and by-id links below the
+# cluster's run directory, so hack/local-cluster/down.sh also finds loop
+# devices a crashed run left behind.
+e2e_emulator_dir=$lc_run/emulator
+e2e_links=$e2e_emulator_dir/by-id
+e2e_ec2_listen=127.0.0.1:8700
+e2e_imds_listen=127.0.0.1:8701
+e2e_admin_listen=127.0.0.1:8702
+e2e_socket=$lc_kubelet_dir/plugins/$DRIVER_NAME/csi.sock
+
+# The SDK's standard settings point the driver at the emulator; there is no
+# emulator-specific code path in Diskplane. The emulator checks no signature,
+# so the credentials are placeholders.
+export AWS_ENDPOINT_URL_EC2=http://$e2e_ec2_listen
+export AWS_EC2_METADATA_SERVICE_ENDPOINT=http://$e2e_imds_listen
+export AWS_REGION=$REGION
+export AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local
+
+# The resizer passes the PVC and PV names to ControllerModifyVolume, as the
+# Helm chart configures it, so VolumeAttributesClass tag templates work.
+export RESIZER_ARGS=${RESIZER_ARGS:---extra-modify-metadata}
+
+# e2e_cluster_up brings up the local cluster unless it runs already.
+e2e_cluster_up() {
+  "$lc_here/up.sh" >/dev/null
+}
+
+e2e_emulator_healthy() { curl -fsS "http://$e2e_admin_listen/healthz" >/dev/null 2>&1; }
+
+# e2e_emulator_up starts the EC2 emulator as a host process recorded in the
+# cluster's run/pids (so hack/local-cluster/down.sh stops it too), playing
+# the node's instance, unless it runs already.
+e2e_emulator_up() {
+  if lc_pid_alive emulator; then
+    e2e_emulator_healthy || lc_die "the emulator runs but does not answer on $e2e_admin_listen; see $lc_logs/emulator.log"
+    return 0
+  fi
+  local port
+  for port in ${e2e_ec2_listen##*:} ${e2e_imds_listen##*:} ${e2e_admin_listen##*:}; do
+    ! ss -Hltn "sport = :$port" | grep -q . || lc_die "port $port is taken: is another ec2-emulator running?"
+  done
+  local extra=()
+  read -r -a extra <<<"${EMULATOR_ARGS:-}"
+  mkdir -p "$e2e_emulator_dir"
+  lc_start emulator "$e2e_emulator" --data-dir="$e2e_emulator_dir" --device-link-dir="$e2e_links" \
+    --listen="$e2e_ec2_listen" --imds-listen="$e2e_imds_listen" --admin-listen="$e2e_admin_listen" \
+    --region="$REGION" --instance="id=$INSTANCE_ID,type=$INSTANCE_TYPE,zone=$ZONE,local" -v=2 "${extra[@]}"
+  lc_wait "ec2-emulator ready" 30 e2e_emulator_healthy ||
+    lc_die "the emulator did not start; see $lc_logs/emulator.log"
+}
+
+# e2e_driver_stale succeeds when the running plugin's binary was replaced
+# since it started (make build ran again): it must be restarted to test the
+# new code.
+e2e_driver_stale() {
+  local pid exe
+  read -r pid exe <"$lc_pids/driver-plugin.pid"
+  [[ $(readlink "/proc/$pid/exe" 2>/dev/null) == "$exe (deleted)" ]]
+}
+
+# e2e_driver_up starts Diskplane (all mode: controller and node in one
+# process, registered with the kubelet) and the CSI sidecars, unless they run
+# already with the current binary.
+e2e_driver_up() {
+  if lc_pid_alive driver-plugin; then
+    if ! e2e_driver_stale; then
+      local s missing=0
+      for s in csi-provisioner csi-attacher csi-resizer csi-snapshotter; do
+        lc_pid_alive "driver-$s" || missing=1
+      done
+      ((missing == 0)) && return 0
+    fi
+    lc_log "restarting the driver (rebuilt binary or a sidecar stopped)"
+    e2e_driver_down
+  fi
+  local extra=()
+  read -r -a extra <<<"${PLUGIN_ARGS:-}"
+  "$lc_here/driver.sh" up "$e2e_diskplane" --mode=all --driver-name="$DRIVER_NAME" \
+    --endpoint="unix://$e2e_socket" --kubelet-registration-path="$e2e_socket" \
+    --device-link-dir="$e2e_links" -v=4 "${extra[@]}"
+  lc_wait "driver $DRIVER_NAME registered on the node" 60 e2e_driver_registered ||
+    lc_die "the kubelet did not register $DRIVER_NAME; see $lc_logs/driver-plugin.log"
+}
+
+e2e_driver_down() {
+  "$lc_here/driver.sh" down
+}
+
+# e2e_driver_registered succeeds once the node's CSINode lists the driver.
+e2e_driver_registered() {
+  lc_kubectl get csinode -o jsonpath='{.items[*].spec.drivers[*].name}' | grep -qw "$DRIVER_NAME"
+}
+
+# e2e_require_binaries fails with the command to run when make build's
+# output is missing.
+e2e_require_binaries() {
+  [[ -x $e2e_diskplane && -x $e2e_emulator ]] || lc_die "_output/bin/diskplane or ec2-emulator is missing; run make build"
+}
