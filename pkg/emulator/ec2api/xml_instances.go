@@ -1,7 +1,6 @@
 package ec2api
 
 import (
-
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
