@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(e2fsprogs xfsprogs util-linux mount cryptsetup-bin kmod ca-certificates curl jq)
 if [[ "${1:-}" == "cluster" ]]; then
-  packages+=(containerd runc containernetworking-plugins iptables conntrack etcd-server busybox-static openssl gcc libc6-dev)
+  packages+=(containerd runc containernetworking-plugins iptables nftables conntrack etcd-server busybox-static openssl gcc libc6-dev)
 fi
 
 missing=()

@@ -24,6 +24,7 @@ esac
 
 e2e_require_binaries
 "$lc_repo/hack/install-deps.sh" cluster
+lc_log "building what the local cluster runs, unless built already (the first time from source: about 15 minutes on two cores)"
 "$lc_here/build.sh" "${steps[@]}"
 e2e_cluster_up
 e2e_emulator_up

@@ -29,6 +29,12 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	testfiles.AddFileSource(e2etestingmanifests.GetE2ETestingManifestsFS())
 	framework.AfterReadingAllFlags(&framework.TestContext)
+	// As upstream's e2e.test: files a test driver definition names (its
+	// StorageClass.FromFile, VolumeAttributesClass.FromFile) are found
+	// relative to -repo-root.
+	if framework.TestContext.RepoRoot != "" {
+		testfiles.AddFileSource(testfiles.RootFileSource{Root: framework.TestContext.RepoRoot})
+	}
 	os.Exit(m.Run())
 }
 
