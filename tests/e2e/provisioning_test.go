@@ -58,6 +58,11 @@ func TestDynamicProvisioning(t *testing.T) {
 		}
 		checkAttachedVolume(t, pv, 4)
 		sc.exec("block-app", "test -b /dev/xvdb")
+		// The example's pod writes a line to the device and reads it back.
+		logs, err := env.client.CoreV1().Pods(sc.ns).GetLogs("block-app", &corev1.PodLogOptions{}).DoRaw(t.Context())
+		if err != nil || !strings.HasPrefix(string(logs), "written at ") {
+			t.Fatalf("block-app's log: %q (%v), want the line it wrote to the device and read back", logs, err)
+		}
 
 		// 1 MiB into the device, past what the pod itself writes at its start.
 		const write = "printf %s | dd of=/dev/xvdb bs=512 seek=2048 conv=sync,fsync 2>/dev/null"
