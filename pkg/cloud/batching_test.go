@@ -146,3 +146,153 @@ func TestClosedCloudIsUnavailable(t *testing.T) {
 	_, err := c.GetVolume(testContext(t), "vol-0123456789abcdef0")
 	wantErr(t, err, ErrUnavailable)
 }
+
+// TestEveryBatchedLookupIsBatched covers the lookups besides GetVolume that
+// go through a batcher: by volume name, by snapshot ID and name, and of
+// volume modifications. Each runs 30 lookups at once, once batched and once
+// with batching disabled, which shows what the bound is measured against.
+func TestEveryBatchedLookupIsBatched(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulatortest.Options{})
+	const n = 30
+	volumeIDs := createMany(t, env, n)
+	setup := newCloud(t, env, testConfig())
+	snapshotIDs := make([]string, n)
+	for i, id := range volumeIDs {
+		s, err := setup.CreateSnapshot(testContext(t), fmt.Sprintf("snap-%d", i), id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snapshotIDs[i] = s.ID
+	}
+	// Half the volumes have a modification behind them, half were never
+	// modified; neither kind may fail the other's lookups.
+	for _, id := range volumeIDs[:n/2] {
+		if _, err := setup.ModifyVolume(testContext(t), id, VolumeModification{SizeGiB: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sizeOf := func(i int) int32 {
+		if i < n/2 {
+			return 2
+		}
+		return 1
+	}
+
+	tests := []struct {
+		name   string
+		action string
+		lookup func(c Cloud, i int) error
+	}{
+		{"GetVolumeByName", "DescribeVolumes", func(c Cloud, i int) error {
+			v, err := c.GetVolumeByName(testContext(t), fmt.Sprintf("pvc-%d", i))
+			if err == nil && v.ID != volumeIDs[i] {
+				err = fmt.Errorf("got %s, want %s", v.ID, volumeIDs[i])
+			}
+			return err
+		}},
+		{"GetSnapshot", "DescribeSnapshots", func(c Cloud, i int) error {
+			s, err := c.GetSnapshot(testContext(t), snapshotIDs[i])
+			if err == nil && s.ID != snapshotIDs[i] {
+				err = fmt.Errorf("got %s, want %s", s.ID, snapshotIDs[i])
+			}
+			return err
+		}},
+		{"GetSnapshotByName", "DescribeSnapshots", func(c Cloud, i int) error {
+			s, err := c.GetSnapshotByName(testContext(t), fmt.Sprintf("snap-%d", i))
+			if err == nil && s.ID != snapshotIDs[i] {
+				err = fmt.Errorf("got %s, want %s", s.ID, snapshotIDs[i])
+			}
+			return err
+		}},
+		// Asking for what a volume already is reads its latest modification
+		// and sends nothing.
+		{"ModifyVolume to the current size", "DescribeVolumesModifications", func(c Cloud, i int) error {
+			v, err := c.ModifyVolume(testContext(t), volumeIDs[i], VolumeModification{SizeGiB: sizeOf(i)})
+			if err == nil && v.SizeGiB != sizeOf(i) {
+				err = fmt.Errorf("size %d, want %d", v.SizeGiB, sizeOf(i))
+			}
+			return err
+		}},
+	}
+	for _, tc := range tests {
+		for _, mode := range []struct {
+			name               string
+			disable            bool
+			minCalls, maxCalls int
+		}{
+			{"batched", false, 1, 5},
+			{"batching disabled", true, n, n},
+		} {
+			t.Run(tc.name+"/"+mode.name, func(t *testing.T) {
+				cfg := batchingConfig()
+				cfg.DisableBatching = mode.disable
+				c := newCloud(t, env, cfg)
+				modifyCalls := env.Calls("ModifyVolume")
+				before := env.Calls(tc.action)
+				var wg sync.WaitGroup
+				for i := range n {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if err := tc.lookup(c, i); err != nil {
+							t.Errorf("lookup %d: %v", i, err)
+						}
+					}()
+				}
+				wg.Wait()
+				calls := env.Calls(tc.action) - before
+				if calls < mode.minCalls || calls > mode.maxCalls {
+					t.Errorf("%d concurrent lookups made %d %s calls, want %d to %d", n, calls, tc.action, mode.minCalls, mode.maxCalls)
+				}
+				if env.Calls("ModifyVolume") != modifyCalls {
+					t.Error("a lookup sent ModifyVolume")
+				}
+			})
+		}
+	}
+}
+
+// TestBadSnapshotIDDoesNotFailTheBatch: as with volumes, EC2 fails a whole
+// DescribeSnapshots for one unknown ID; only that ID's caller may see it.
+func TestBadSnapshotIDDoesNotFailTheBatch(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulatortest.Options{})
+	setup := newCloud(t, env, testConfig())
+	var ids []string
+	for i, vol := range createMany(t, env, 10) {
+		s, err := setup.CreateSnapshot(testContext(t), fmt.Sprintf("snap-%d", i), vol, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.ID)
+	}
+	const missing, malformed = "snap-0123456789abcdef0", "snap-bogus"
+	c := newCloud(t, env, batchingConfig())
+	var (
+		mu   sync.Mutex
+		errs = map[string]error{}
+		wg   sync.WaitGroup
+	)
+	for _, id := range append(ids, missing, malformed) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.GetSnapshot(testContext(t), id)
+			mu.Lock()
+			errs[id] = err
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for id, err := range errs {
+		switch id {
+		case missing, malformed:
+			wantErr(t, err, ErrNotFound)
+		default:
+			if err != nil {
+				t.Errorf("%s failed because of another ID: %v", id, err)
+			}
+		}
+	}
+}
