@@ -194,6 +194,12 @@ func TestInvalidRequests(t *testing.T) {
 		"stage: multi-attach mount": stage(func(r *csi.NodeStageVolumeRequest) {
 			withMode(r.VolumeCapability, csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER)
 		}),
+		"stage: multi-node single writer block": stage(func(r *csi.NodeStageVolumeRequest) {
+			r.VolumeCapability = withMode(blockCap(), csi.VolumeCapability_AccessMode_MULTI_NODE_SINGLE_WRITER)
+		}),
+		"publish: read-only many mount": publish(func(r *csi.NodePublishVolumeRequest) {
+			withMode(r.VolumeCapability, csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY)
+		}),
 		"stage: unsupported fs": stage(func(r *csi.NodeStageVolumeRequest) { r.VolumeCapability = mountCap("btrfs") }),
 		"stage: unsupported fs (vc)": stage(func(r *csi.NodeStageVolumeRequest) {
 			r.VolumeCapability = mountCap("")

@@ -18,8 +18,9 @@ import (
 
 // NodePublishVolume makes the volume visible to one pod: it bind-mounts the
 // staged filesystem onto the target directory, or, for a block volume, the
-// verified device node onto a file at the target. A target that is already
-// mounted means the volume is published; a corrupted one is made again.
+// verified device node onto a file at the target, read-only when the request
+// or a reader-only access mode says so. A target that is already mounted
+// means the volume is published; a corrupted one is made again.
 func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	volumeID, target, staging := req.GetVolumeId(), req.GetTargetPath(), req.GetStagingTargetPath()
 	if err := checkVolumeID(volumeID); err != nil {
@@ -37,7 +38,8 @@ func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVol
 			return nil, err
 		}
 	}
-	options := publishMountOptions(req.GetReadonly(), req.GetVolumeCapability().GetMount().GetMountFlags())
+	readOnly := req.GetReadonly() || readerOnly(req.GetVolumeCapability())
+	options := publishMountOptions(readOnly, req.GetVolumeCapability().GetMount().GetMountFlags())
 	release, err := s.acquire(volumeID)
 	if err != nil {
 		return nil, err
@@ -68,7 +70,7 @@ func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVol
 	if err := s.os.BindMount(staging, target, options); err != nil {
 		return nil, osError(ctx, fmt.Sprintf("publish volume %s at %s", volumeID, target), err)
 	}
-	klog.V(2).InfoS("Published volume", "volumeID", volumeID, "targetPath", target, "readOnly", req.GetReadonly())
+	klog.V(2).InfoS("Published volume", "volumeID", volumeID, "targetPath", target, "readOnly", slices.Contains(options, "ro"))
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 
@@ -94,7 +96,7 @@ func (s *Service) publishBlock(ctx context.Context, req *csi.NodePublishVolumeRe
 	if err := s.os.BindMount(device, target, options); err != nil {
 		return nil, osError(ctx, fmt.Sprintf("publish block volume %s at %s", volumeID, target), err)
 	}
-	klog.V(2).InfoS("Published block volume", "volumeID", volumeID, "device", device, "targetPath", target, "readOnly", req.GetReadonly())
+	klog.V(2).InfoS("Published block volume", "volumeID", volumeID, "device", device, "targetPath", target, "readOnly", slices.Contains(options, "ro"))
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 
@@ -129,8 +131,8 @@ func (s *Service) checkSingleWriter(req *csi.NodePublishVolumeRequest, source st
 	return nil
 }
 
-// publishMountOptions are the bind options: read-only when asked, plus the
-// capability's mount flags.
+// publishMountOptions are the bind options: read-only when asked (or when
+// the access mode is a reader-only one), plus the capability's mount flags.
 func publishMountOptions(readOnly bool, flags []string) []string {
 	var options []string
 	if readOnly {

@@ -43,6 +43,14 @@ func TestNodePublishVolume(t *testing.T) {
 			want: []string{"MakeDir " + target, "bind -o ro,noexec " + staging + " " + target},
 		},
 		{
+			name:  "single-node reader-only is bound read-only without the readonly field",
+			setup: staged,
+			req: func() *csi.NodePublishVolumeRequest {
+				return publishReq(withMode(mountCap("ext4", "noatime"), csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY))
+			},
+			want: []string{"MakeDir " + target, "bind -o ro,noatime " + staging + " " + target},
+		},
+		{
 			name: "existing target directory is used",
 			setup: func(f *fakeOS) {
 				staged(f)
@@ -92,6 +100,20 @@ func TestNodePublishVolume(t *testing.T) {
 				r := publishReq(withMode(blockCap(), csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER))
 				r.Readonly = true
 				return r
+			},
+			want: []string{"MakeFile " + target, "bind -o ro " + volDev + " " + target},
+		},
+		{
+			name: "block multi-node reader-only is bound read-only",
+			req: func() *csi.NodePublishVolumeRequest {
+				return publishReq(withMode(blockCap(), csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY))
+			},
+			want: []string{"MakeFile " + target, "bind -o ro " + volDev + " " + target},
+		},
+		{
+			name: "block single-node reader-only is bound read-only",
+			req: func() *csi.NodePublishVolumeRequest {
+				return publishReq(withMode(blockCap(), csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY))
 			},
 			want: []string{"MakeFile " + target, "bind -o ro " + volDev + " " + target},
 		},

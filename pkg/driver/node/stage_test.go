@@ -172,6 +172,13 @@ func TestNodeStageVolume(t *testing.T) {
 			want: []string{"MakeDir " + staging, "mount -t ext4 -o  " + volDev + " " + staging},
 		},
 		{
+			name: "single-node reader-only filesystem is staged like any other",
+			req: func() *csi.NodeStageVolumeRequest {
+				return stageReq(withMode(mountCap("ext4"), csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY))
+			},
+			want: []string{"MakeDir " + staging, "mkfs.ext4  " + volDev, "mount -t ext4 -o  " + volDev + " " + staging},
+		},
+		{
 			name: "block volume: staging does nothing",
 			req:  func() *csi.NodeStageVolumeRequest { return stageReq(blockCap()) },
 		},
@@ -179,6 +186,12 @@ func TestNodeStageVolume(t *testing.T) {
 			name: "multi-attach block volume: staging does nothing",
 			req: func() *csi.NodeStageVolumeRequest {
 				return stageReq(withMode(blockCap(), csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER))
+			},
+		},
+		{
+			name: "multi-attach reader-only block volume: staging does nothing",
+			req: func() *csi.NodeStageVolumeRequest {
+				return stageReq(withMode(blockCap(), csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY))
 			},
 		},
 	}

@@ -64,17 +64,34 @@ func checkVolumePath(volumeID, p string) error {
 }
 
 // accessModes are the access modes a node can serve, for mount and for
-// block access. MULTI_NODE_MULTI_WRITER is io2 Multi-Attach, which only a
-// raw block device can use safely: no common filesystem can be mounted on
-// two nodes at once.
+// block access: the same ones the controller accepts. The MULTI_NODE modes
+// are io2 Multi-Attach, which only a raw block device can use safely: no
+// common filesystem can be mounted on two nodes at once.
 var (
 	mountAccessModes = []csi.VolumeCapability_AccessMode_Mode{
 		csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER,
 		csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER,
 		csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER,
+		csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
 	}
-	blockAccessModes = append(slices.Clone(mountAccessModes), csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER)
+	blockAccessModes = append(slices.Clone(mountAccessModes),
+		csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER,
+		csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY)
 )
+
+// readerOnly reports whether a capability's access mode allows reading
+// only; such a volume is bound "ro" even when the request's readonly field
+// is false. That makes a filesystem read-only; a raw block device stays
+// writable through its node, so there the container's device permissions
+// (readOnly in the pod) are what count.
+func readerOnly(c *csi.VolumeCapability) bool {
+	switch c.GetAccessMode().GetMode() {
+	case csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
+		csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:
+		return true
+	}
+	return false
+}
 
 // checkCapability validates a volume capability and reports whether it asks
 // for raw block access.
