@@ -157,6 +157,55 @@ func TestAttachRetriesDeviceNameInUse(t *testing.T) {
 	}
 }
 
+// TestConcurrentAttachesToOneInstance: attaches that overlap on one
+// instance all see the same DescribeInstances answer, in which none of the
+// others' names shows yet; the allocator must still give each its own name,
+// accepted by EC2 on the first try. (That a held name is skipped even after
+// the round-robin wraps is the allocator's own test.)
+func TestConcurrentAttachesToOneInstance(t *testing.T) {
+	t.Parallel()
+	c, env := start(t, emulatortest.Options{Latencies: model.Latencies{Attach: 200 * time.Millisecond}})
+	inst := env.LocalInstance().ID
+	const n = 12
+	vols := make([]string, n)
+	for i := range n {
+		vols[i] = mustCreate(t, c, fmt.Sprintf("pvc-%d", i), &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()}).ID
+	}
+	devices := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := c.AttachVolume(testContext(t), vols[i], inst)
+			if err != nil {
+				t.Errorf("attach %s: %v", vols[i], err)
+			}
+			devices[i] = d
+		}()
+	}
+	wg.Wait()
+	distinct := map[string]bool{}
+	for _, d := range devices {
+		distinct[d] = true
+	}
+	if len(distinct) != n {
+		t.Errorf("%d concurrent attaches got %d distinct device names: %v", n, len(distinct), devices)
+	}
+	if calls, refused := env.Calls("AttachVolume"), env.CallsWithCode("AttachVolume", "InvalidParameterValue"); calls != n || refused != 0 {
+		t.Errorf("%d AttachVolume calls of which %d refused; want %d, none refused", calls, refused, n)
+	}
+	got, err := c.GetInstance(testContext(t), inst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range devices {
+		if !slices.Contains(got.DeviceNames, d) {
+			t.Errorf("the instance does not list %s among %v", d, got.DeviceNames)
+		}
+	}
+}
+
 func TestStuckAttachIsDetached(t *testing.T) {
 	t.Parallel()
 	env := emulatortest.Start(t, emulatortest.Options{Faults: faults.Config{StuckAttach: faults.StuckAttach{Next: 1}}})
