@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -133,5 +134,43 @@ func TestConfigFromFlags(t *testing.T) {
 				t.Fatalf("config() = %v, want an error about %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestDefaults: with no flags every listener is on the loopback interface
+// (the emulator accepts any credentials, so it must not be reachable from
+// the network unless asked to be), devices are real, and the cloud is
+// us-east-1 with the default instance left to the model.
+func TestDefaults(t *testing.T) {
+	o, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		flag, addr, port string
+	}{
+		{flag: "--listen", addr: o.listen, port: "8700"},
+		{flag: "--imds-listen", addr: o.imdsListen, port: "8701"},
+		{flag: "--admin-listen", addr: o.adminListen, port: "8702"},
+	} {
+		t.Run(tc.flag, func(t *testing.T) {
+			host, port, err := net.SplitHostPort(tc.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() || port != tc.port {
+				t.Errorf("%s defaults to %s, want a loopback address on port %s", tc.flag, tc.addr, tc.port)
+			}
+		})
+	}
+	cfg, err := o.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Devices || cfg.LinkDir != "/dev/disk/by-id" || cfg.Cloud.DataDir != "/var/lib/ec2-emulator" {
+		t.Errorf("devices %v, link dir %q, data dir %q", cfg.Devices, cfg.LinkDir, cfg.Cloud.DataDir)
+	}
+	if cfg.Cloud.Region != "us-east-1" || cfg.Cloud.Zones != nil || cfg.Cloud.Instances != nil {
+		t.Errorf("cloud %+v: want us-east-1 with the model's default zones and instance", cfg.Cloud)
 	}
 }
