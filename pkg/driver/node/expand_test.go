@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"testing"
 
@@ -88,6 +89,25 @@ func TestNodeExpandVolume(t *testing.T) {
 			},
 			req:  &csi.NodeExpandVolumeRequest{VolumeId: volID, VolumePath: target},
 			code: codes.FailedPrecondition,
+		},
+		{
+			name: "resize failure",
+			setup: func(f *fakeOS) {
+				published(f)
+				f.deviceSizes[volDev] = 2 * gib
+				f.failOn["Resize"] = errors.New("resize2fs: Permission denied")
+			},
+			req:  &csi.NodeExpandVolumeRequest{VolumeId: volID, VolumePath: target},
+			code: codes.Internal,
+		},
+		{
+			name: "device cannot be measured",
+			setup: func(f *fakeOS) {
+				publishedBlock(f)
+				f.failOn["DeviceSize"] = errors.New("open: no such device")
+			},
+			req:  &csi.NodeExpandVolumeRequest{VolumeId: volID, VolumePath: target, VolumeCapability: blockCap()},
+			code: codes.Internal,
 		},
 		{
 			name: "path does not exist",

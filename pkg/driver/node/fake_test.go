@@ -123,6 +123,9 @@ func (f *fakeOS) PathExists(path string) (bool, error) {
 func (f *fakeOS) MakeDir(path string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.failOn["MakeDir"]; err != nil {
+		return err
+	}
 	f.record("MakeDir %s", path)
 	f.paths[path] = "dir"
 	return nil
@@ -209,6 +212,9 @@ func (f *fakeOS) FormatAndMount(device, target, fsType string, mkfsArgs, mountOp
 func (f *fakeOS) BindMount(source, target string, options []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.failOn["BindMount"]; err != nil {
+		return err
+	}
 	if _, ok := f.paths[target]; !ok {
 		return fmt.Errorf("bind mount: %s does not exist", target)
 	}
@@ -235,6 +241,9 @@ func (f *fakeOS) Unmount(target string) error {
 func (f *fakeOS) CleanupMountPoint(path string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.failOn["CleanupMountPoint"]; err != nil {
+		return err
+	}
 	if _, ok := f.mounts[path]; ok || f.corrupted[path] {
 		f.record("umount %s", path)
 		delete(f.mounts, path)
@@ -267,6 +276,9 @@ func (f *fakeOS) Resize(device, mountPath string) error {
 func (f *fakeOS) DeviceSize(path string) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := f.failOn["DeviceSize"]; err != nil {
+		return 0, err
+	}
 	size, ok := f.deviceSizes[f.deviceOf(path)]
 	if !ok {
 		return 0, fmt.Errorf("%s is not a block device", path)

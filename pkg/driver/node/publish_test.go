@@ -135,6 +135,23 @@ func TestNodePublishVolume(t *testing.T) {
 			req: func() *csi.NodePublishVolumeRequest { return publishReq(blockCap()) },
 		},
 		{
+			name: "bind mount failure",
+			setup: func(f *fakeOS) {
+				staged(f)
+				f.failOn["BindMount"] = errors.New("mount: permission denied")
+			},
+			req:  func() *csi.NodePublishVolumeRequest { return publishReq(mountCap("ext4")) },
+			code: codes.Internal,
+			want: []string{"MakeDir " + target},
+		},
+		{
+			name:  "block bind mount failure",
+			setup: func(f *fakeOS) { f.failOn["BindMount"] = errors.New("mount: permission denied") },
+			req:   func() *csi.NodePublishVolumeRequest { return publishReq(blockCap()) },
+			code:  codes.Internal,
+			want:  []string{"MakeFile " + target},
+		},
+		{
 			name:  "block device not found",
 			setup: func(f *fakeOS) { delete(f.devices, volID) },
 			req:   func() *csi.NodePublishVolumeRequest { return publishReq(blockCap()) },
@@ -166,6 +183,7 @@ func TestNodeUnpublishVolume(t *testing.T) {
 	tests := []struct {
 		name  string
 		setup func(f *fakeOS)
+		code  codes.Code
 		want  []string
 	}{
 		{
@@ -186,6 +204,23 @@ func TestNodeUnpublishVolume(t *testing.T) {
 		},
 		{name: "left over directory is removed", setup: func(f *fakeOS) { f.paths[target] = "dir" }, want: []string{"remove " + target}},
 		{name: "gone: done"},
+		{
+			name: "corrupted mount: unmounted and removed",
+			setup: func(f *fakeOS) {
+				f.paths[target] = "dir"
+				f.corrupted[target] = true
+			},
+			want: []string{"umount " + target, "remove " + target},
+		},
+		{
+			name: "unmount failure",
+			setup: func(f *fakeOS) {
+				f.paths[target] = "dir"
+				f.mounts[target] = fakeMount{source: staging}
+				f.failOn["CleanupMountPoint"] = errors.New("target is busy")
+			},
+			code: codes.Internal,
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -194,7 +229,7 @@ func TestNodeUnpublishVolume(t *testing.T) {
 				tc.setup(f)
 			}
 			_, err := s.NodeUnpublishVolume(context.Background(), &csi.NodeUnpublishVolumeRequest{VolumeId: volID, TargetPath: target})
-			wantCode(t, err, codes.OK)
+			wantCode(t, err, tc.code)
 			if !reflect.DeepEqual(f.calls, tc.want) {
 				t.Fatalf("OS calls:\n got %q\nwant %q", f.calls, tc.want)
 			}

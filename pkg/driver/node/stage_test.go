@@ -160,6 +160,23 @@ func TestNodeStageVolume(t *testing.T) {
 			want:  []string{"MakeDir " + staging},
 		},
 		{
+			name:  "staging directory cannot be created: nothing is formatted",
+			setup: func(f *fakeOS) { f.failOn["MakeDir"] = errors.New("read-only file system") },
+			req:   func() *csi.NodeStageVolumeRequest { return stageReq(mountCap("ext4")) },
+			code:  codes.Internal,
+		},
+		{
+			name: "corrupted staging mount that cannot be unmounted fails the stage",
+			setup: func(f *fakeOS) {
+				f.formats[volDev] = "ext4"
+				f.paths[staging] = "dir"
+				f.corrupted[staging] = true
+				f.failOn["Unmount"] = errors.New("device or resource busy")
+			},
+			req:  func() *csi.NodeStageVolumeRequest { return stageReq(mountCap("ext4")) },
+			code: codes.Internal,
+		},
+		{
 			name: "resize failure fails the stage",
 			setup: func(f *fakeOS) {
 				f.formats[volDev] = "ext4"
