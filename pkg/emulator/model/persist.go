@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 // stateFile is the name of the saved state under the data directory.
@@ -68,6 +70,9 @@ func (st *state) marshal() ([]byte, error) {
 func (c *Cloud) load() (*state, error) {
 	if c.persist == nil {
 		return newState(), nil
+	}
+	if err := removeTornWrites(filepath.Dir(c.persist.path)); err != nil {
+		return nil, err
 	}
 	b, err := os.ReadFile(c.persist.path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -143,13 +148,33 @@ func (p *persister) flush(want uint64) error {
 	return nil
 }
 
+// tempPattern names writeAtomic's temporary files in the data directory.
+const tempPattern = stateFile + ".tmp-*"
+
+// removeTornWrites deletes temporary files that a crash left before their
+// rename: they hold a state that was never saved (possibly torn), and nothing
+// else would ever remove them.
+func removeTornWrites(dir string) error {
+	torn, err := filepath.Glob(filepath.Join(dir, tempPattern))
+	if err != nil {
+		return fmt.Errorf("find unfinished state writes: %w", err)
+	}
+	for _, f := range torn {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove unfinished state write: %w", err)
+		}
+		klog.V(2).InfoS("Removed an unfinished state write", "path", f)
+	}
+	return nil
+}
+
 // writeAtomic replaces path with data crash-safely.
 func writeAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
-	f, err := os.CreateTemp(dir, stateFile+".tmp-*")
+	f, err := os.CreateTemp(dir, tempPattern)
 	if err != nil {
 		return fmt.Errorf("save emulator state: %w", err)
 	}

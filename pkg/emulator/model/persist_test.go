@@ -38,6 +38,13 @@ func TestStateSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A crash in the middle of a later write leaves a torn temporary file
+	// next to the saved state; the restart must load the saved state and
+	// remove the torn one.
+	if err := os.WriteFile(filepath.Join(dir, stateFile+".tmp-1234"), []byte(`{"version": 1, "volu`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	// The same configuration again: same instances, same resources, and the
 	// store is told which volumes must still have a device.
 	second := newTestCloud(t, Config{DataDir: dir, Store: store, Instances: []InstanceSpec{
