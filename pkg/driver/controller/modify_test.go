@@ -169,7 +169,7 @@ func TestExpandAndModifyCoalesce(t *testing.T) {
 	}
 }
 
-// TestConflictingModificationsFailOnlyTheLater sends two classes with
+// TestConflictingModificationsFailOnlyOne sends two classes with
 // different IOPS for one volume at once: one wins, the other alone is
 // Aborted, and EC2 sees one ModifyVolume.
 func TestConflictingModificationsFailOnlyOne(t *testing.T) {

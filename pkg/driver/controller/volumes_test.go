@@ -320,7 +320,7 @@ func TestDeleteVolume(t *testing.T) {
 	eventually(t, "the volume to be gone", func() bool { return len(h.volumes()) == 0 })
 }
 
-// TestCreateVolumeRoundsAndNamesLimits creates a volume for every type at
+// TestCreateVolumeEveryType creates a volume for every type at
 // its smallest size without a capacity range limit, which the cloud must accept.
 func TestCreateVolumeEveryType(t *testing.T) {
 	h := newHarness(t, emulatortest.Options{}, Options{})
