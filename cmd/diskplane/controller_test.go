@@ -11,7 +11,9 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
 )
@@ -58,6 +60,9 @@ func TestControllerModeAgainstEmulator(t *testing.T) {
 
 	rpcCtx, rpcCancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer rpcCancel()
+	if _, err := csi.NewNodeClient(conn).NodeGetInfo(rpcCtx, &csi.NodeGetInfoRequest{}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("a node RPC in controller mode: %v, want Unimplemented", err)
+	}
 	resp, err := csi.NewControllerClient(conn).CreateVolume(rpcCtx, &csi.CreateVolumeRequest{
 		Name:          "pvc-cmd",
 		CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30},

@@ -14,7 +14,9 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // TestServeUntilSignal starts the binary's serve loop, talks to it over CSI
@@ -48,6 +50,11 @@ func TestServeUntilSignal(t *testing.T) {
 			info, err := csi.NewIdentityClient(conn).GetPluginInfo(context.Background(), &csi.GetPluginInfoRequest{})
 			if err != nil || info.Name != DefaultDriverName {
 				t.Fatalf("GetPluginInfo = %v, %v", info, err)
+			}
+			// Node mode serves no controller service (and so builds no cloud).
+			if _, err := csi.NewControllerClient(conn).ControllerGetCapabilities(context.Background(),
+				&csi.ControllerGetCapabilitiesRequest{}); status.Code(err) != codes.Unimplemented {
+				t.Errorf("a controller RPC in node mode: %v, want Unimplemented", err)
 			}
 			if status, body := httpGet(t, "http://"+httpAddr+"/healthz"); status != http.StatusOK || strings.TrimSpace(body) != "ok" {
 				t.Errorf("/healthz = %d %q, want 200 ok", status, body)
