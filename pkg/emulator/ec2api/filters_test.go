@@ -24,6 +24,17 @@ func TestDescribeVolumesFilters(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := aws.ToString(out.VolumeId)
+	snap, err := f.client.CreateSnapshot(f.ctx, &ec2.CreateSnapshotInput{VolumeId: aws.String(a)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The next request completes the snapshot (every latency is 0).
+	f.get(t, a)
+	restored, err := f.client.CreateVolume(f.ctx, &ec2.CreateVolumeInput{AvailabilityZone: aws.String(f.zone), SnapshotId: snap.SnapshotId})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := aws.ToString(restored.VolumeId)
 	f.attach(t, a, f.local, "/dev/xvdba")
 	var root string
 	for _, v := range f.env.Cloud().Volumes() {
@@ -48,7 +59,8 @@ func TestDescribeVolumesFilters(t *testing.T) {
 		{name: "attachment.device", filters: []types.Filter{filter("attachment.device", "/dev/xvdba")}, want: []string{a}},
 		{name: "availability-zone", filters: []types.Filter{filter("availability-zone", "us-east-1b")}, want: []string{c}},
 		{name: "availability-zone-id", filters: []types.Filter{filter("availability-zone-id", "use1-az2")}, want: []string{c}},
-		{name: "status", filters: []types.Filter{filter("status", "available")}, want: []string{b, c}},
+		{name: "status", filters: []types.Filter{filter("status", "available")}, want: []string{b, c, d}},
+		{name: "snapshot-id", filters: []types.Filter{filter("snapshot-id", aws.ToString(snap.SnapshotId))}, want: []string{d}},
 		{name: "volume-type", filters: []types.Filter{filter("volume-type", "io2")}, want: []string{c}},
 		{name: "size", filters: []types.Filter{filter("size", "2")}, want: []string{b}},
 		{name: "filters combine", filters: []types.Filter{filter("status", "available", "in-use"), filter("tag:team", "red")}, want: []string{a}},
