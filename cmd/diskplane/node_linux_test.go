@@ -5,9 +5,13 @@ package main
 import (
 	"context"
 	"flag"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,13 +28,37 @@ import (
 // instance metadata service and plays the kubelet: it finds the
 // registration socket, reads the plugin's info, and asks the CSI endpoint
 // for the node's identity, as the kubelet does when it registers a plugin.
+// It does so with no cloud credentials anywhere, which node mode must not need.
 func TestNodeModeRegistersItself(t *testing.T) {
 	instance := imds.Instance{ID: "i-0aaaabbbbccccdddd", Type: "m5.large", Region: "us-west-2", AvailabilityZone: "us-west-2b",
 		NetworkInterfaces:   []imds.NetworkInterface{{MAC: "0e:00:00:00:00:01", ID: "eni-1", PrivateIPv4s: []string{"10.0.0.5"}}},
 		BlockDeviceMappings: map[string]string{"ami": "/dev/xvda", "root": "/dev/xvda"}}
-	srv := httptest.NewServer(imds.NewHandler(func() imds.Instance { return instance }, imds.Options{}))
+	// The node must need no cloud credentials: none are in the environment,
+	// the EC2 endpoint fails the test if anything calls it, and the
+	// metadata service is never asked for an instance profile's keys.
+	var imdsPaths sync.Map
+	handler := imds.NewHandler(func() imds.Instance { return instance }, imds.Options{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		imdsPaths.Store(r.URL.Path, true)
+		handler.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", srv.URL)
+	var ec2Calls atomic.Int32
+	ec2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ec2Calls.Add(1)
+		http.Error(w, "the node service must not call EC2", http.StatusForbidden)
+	}))
+	t.Cleanup(ec2.Close)
+	t.Setenv("AWS_ENDPOINT_URL_EC2", ec2.URL)
+	t.Setenv("AWS_REGION", "us-west-2")
+	for _, v := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+		"AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"} {
+		t.Setenv(v, "")
+	}
+	missing := filepath.Join(t.TempDir(), "missing")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", missing)
+	t.Setenv("AWS_CONFIG_FILE", missing)
 
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "csi.sock")
@@ -72,6 +100,19 @@ func TestNodeModeRegistersItself(t *testing.T) {
 	if _, err := reg.NotifyRegistrationStatus(callCtx, &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
 		t.Fatal(err)
 	}
+	probe, err := csi.NewIdentityClient(dialWhenReady(t, sock)).Probe(callCtx, &csi.ProbeRequest{})
+	if err != nil || !probe.GetReady().GetValue() {
+		t.Fatalf("Probe = %v, %v; want ready without credentials", probe, err)
+	}
+	if n := ec2Calls.Load(); n != 0 {
+		t.Fatalf("the node service called EC2 %d times", n)
+	}
+	imdsPaths.Range(func(path, _ any) bool {
+		if strings.Contains(path.(string), "security-credentials") {
+			t.Errorf("the node service asked the metadata service for credentials: %s", path)
+		}
+		return true
+	})
 
 	cancel()
 	if err := <-served; err != nil {
