@@ -145,3 +145,92 @@ func TestDescribeSnapshotsAndInstancesPagination(t *testing.T) {
 		})
 	}
 }
+
+// TestOtherDescribeActionsPageThrough walks the SDK's paginators of the
+// remaining paged actions at their smallest page size: every item once,
+// over more than one page.
+func TestOtherDescribeActionsPageThrough(t *testing.T) {
+	f := newFixture(t, emulatortest.Options{})
+	const n = 7
+	for range n {
+		vol := f.volume(t, 1, tag("group", "paged"))
+		if _, err := f.client.ModifyVolume(f.ctx, &ec2.ModifyVolumeInput{VolumeId: aws.String(vol), Size: aws.Int32(2)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allTypes, err := f.client.DescribeInstanceTypes(f.ctx, &ec2.DescribeInstanceTypesInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := aws.Int32(5)
+
+	tests := []struct {
+		name string
+		want int
+		walk func() (items, pages int, err error)
+	}{
+		{name: "DescribeVolumesModifications", want: n, walk: func() (int, int, error) {
+			p := ec2.NewDescribeVolumesModificationsPaginator(f.client, &ec2.DescribeVolumesModificationsInput{MaxResults: page})
+			items, pages := 0, 0
+			for p.HasMorePages() {
+				out, err := p.NextPage(f.ctx)
+				if err != nil {
+					return 0, 0, err
+				}
+				items, pages = items+len(out.VolumesModifications), pages+1
+			}
+			return items, pages, nil
+		}},
+		{name: "DescribeTags", want: n, walk: func() (int, int, error) {
+			p := ec2.NewDescribeTagsPaginator(f.client, &ec2.DescribeTagsInput{MaxResults: page,
+				Filters: []types.Filter{{Name: aws.String("key"), Values: []string{"group"}}}})
+			items, pages := 0, 0
+			for p.HasMorePages() {
+				out, err := p.NextPage(f.ctx)
+				if err != nil {
+					return 0, 0, err
+				}
+				items, pages = items+len(out.Tags), pages+1
+			}
+			return items, pages, nil
+		}},
+		{name: "DescribeVolumeStatus", want: len(f.env.Cloud().Volumes()), walk: func() (int, int, error) {
+			p := ec2.NewDescribeVolumeStatusPaginator(f.client, &ec2.DescribeVolumeStatusInput{MaxResults: page})
+			items, pages := 0, 0
+			for p.HasMorePages() {
+				out, err := p.NextPage(f.ctx)
+				if err != nil {
+					return 0, 0, err
+				}
+				items, pages = items+len(out.VolumeStatuses), pages+1
+			}
+			return items, pages, nil
+		}},
+		{name: "DescribeInstanceTypes", want: len(allTypes.InstanceTypes), walk: func() (int, int, error) {
+			p := ec2.NewDescribeInstanceTypesPaginator(f.client, &ec2.DescribeInstanceTypesInput{MaxResults: page})
+			items, pages := 0, 0
+			for p.HasMorePages() {
+				out, err := p.NextPage(f.ctx)
+				if err != nil {
+					return 0, 0, err
+				}
+				items, pages = items+len(out.InstanceTypes), pages+1
+			}
+			return items, pages, nil
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.want <= 5 {
+				t.Fatalf("only %d items: the walk would fit one page", tc.want)
+			}
+			items, pages, err := tc.walk()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wantPages := (tc.want + 4) / 5; items != tc.want || pages != wantPages {
+				t.Errorf("%d items over %d pages, want %d over %d", items, pages, tc.want, wantPages)
+			}
+		})
+	}
+}
