@@ -124,6 +124,18 @@ func TestCreateVolume(t *testing.T) {
 			check: wantVolume(func(v model.Volume) bool { return v.Iops == 6000 && v.Throughput == 300 && v.Tags["tier"] == "gold" }),
 		},
 		{
+			name: "VolumeAttributesClass at creation removes tags", req: func() *csi.CreateVolumeRequest {
+				r := withParams(createReq("pvc-vac-del", 1, ""), map[string]string{"tagSpecification_1": "tier=bronze"})
+				r.MutableParameters = map[string]string{"tagDeletion_1": "tier", "tagDeletion_2": "team", "tagSpecification_1": "level=gold"}
+				return r
+			}(), wantGiB: 1,
+			check: wantVolume(func(v model.Volume) bool {
+				_, tier := v.Tags["tier"]
+				_, team := v.Tags["team"]
+				return !tier && !team && v.Tags["level"] == "gold" && v.Tags[cloud.TagVolumeName] == "pvc-vac-del"
+			}),
+		},
+		{
 			name: "tag templates", req: withParams(createReq("pvc-tmpl", 1, ""), map[string]string{
 				"tagSpecification_1": "owner={{ .PVCNamespace | toUpper }}/{{ .PVCName }}", parameters.KeyPVCName: "db", parameters.KeyPVCNamespace: "shop"}),
 			wantGiB: 1,

@@ -88,20 +88,32 @@ func (p *Parser) Modification(mutable map[string]string) (*Modification, error) 
 	if m.SetTags, err = p.evaluateSpecs(specs, data); err != nil {
 		return nil, err
 	}
-	deleted := map[string]string{}
+	if m.DeleteTags, err = p.tagDeletions(deletions, m.SetTags); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// tagDeletions checks the tagDeletion_<N> parameters of a
+// VolumeAttributesClass and returns the tag keys they remove, sorted and
+// each once. A reserved key, or one the class's own tagSpecification_<N>
+// sets (set), is refused.
+func (p *Parser) tagDeletions(deletions, set map[string]string) ([]string, error) {
+	var keys []string
+	deleted := map[string]bool{}
 	for _, param := range sortedKeys(deletions) {
 		key := deletions[param]
 		if err := p.checkUserTagKey(param, key); err != nil {
 			return nil, err
 		}
-		if _, set := m.SetTags[key]; set {
+		if _, ok := set[key]; ok {
 			return nil, invalid(param, "removes tag %q that a tagSpecification of the same class sets", key)
 		}
-		if _, dup := deleted[key]; !dup {
-			deleted[key] = param
-			m.DeleteTags = append(m.DeleteTags, key)
+		if !deleted[key] {
+			deleted[key] = true
+			keys = append(keys, key)
 		}
 	}
-	sort.Strings(m.DeleteTags)
-	return m, nil
+	sort.Strings(keys)
+	return keys, nil
 }

@@ -35,17 +35,21 @@ type Volume struct {
 	Metadata VolumeTemplateData
 	// Tags are every tag to set on the new volume: --extra-tags, the
 	// StorageClass's and the VolumeAttributesClass's tagSpecification_<N>,
-	// the cluster tags and the created-for tags. The cloud adds CSIVolumeName.
+	// the cluster tags and the created-for tags, less the keys the
+	// VolumeAttributesClass's tagDeletion_<N> remove. The cloud adds CSIVolumeName.
 	Tags map[string]string
 }
 
 // mutableKeysAtCreate lists, for messages, what a VolumeAttributesClass may
-// set on CreateVolume.
-const mutableKeysAtCreate = "type, iops, throughput and tagSpecification_<N>"
+// set on CreateVolume: everything it may set on an existing volume.
+const mutableKeysAtCreate = mutableKeys
 
 // Volume parses a CreateVolume request's parameters and mutable parameters.
 // Mutable parameters take precedence (the CSI spec says so): a mutable iops
-// replaces the StorageClass's iops or iopsPerGB. capabilityFSType is the
+// replaces the StorageClass's iops or iopsPerGB, and a tagDeletion_<N>
+// keeps a tag of the StorageClass or --extra-tags off the new volume, so a
+// volume created with a VolumeAttributesClass ends up as one modified to it
+// afterwards would. capabilityFSType is the
 // fs_type of the request's mount capability (empty for block volumes or
 // when the capability names none).
 func (p *Parser) Volume(parameters, mutable map[string]string, capabilityFSType string) (*Volume, error) {
@@ -104,6 +108,7 @@ func (p *Parser) Volume(parameters, mutable map[string]string, capabilityFSType 
 	}
 
 	mutableSpecs := map[string]string{}
+	deletions := map[string]string{}
 	err = newParams().each(mutable, func(key, lower, value string) error {
 		var err error
 		switch lower {
@@ -116,11 +121,15 @@ func (p *Parser) Volume(parameters, mutable map[string]string, capabilityFSType 
 			throughputKey = key
 			v.Throughput, err = parsePositive(key, value)
 		default:
-			if hasPrefixFold(key, KeyTagSpecificationPrefix) {
+			switch {
+			case hasPrefixFold(key, KeyTagSpecificationPrefix):
 				mutableSpecs[key] = value
-				return nil
+			case hasPrefixFold(key, KeyTagDeletionPrefix):
+				deletions[key] = value
+			default:
+				return invalid(key, "is not a mutable parameter a new volume takes (only %s are)", mutableKeysAtCreate)
 			}
-			return invalid(key, "is not a mutable parameter a new volume takes (only %s are)", mutableKeysAtCreate)
+			return nil
 		}
 		return err
 	})
@@ -153,7 +162,14 @@ func (p *Parser) Volume(parameters, mutable map[string]string, capabilityFSType 
 	if err != nil {
 		return nil, err
 	}
+	deleteTags, err := p.tagDeletions(deletions, attributeTags)
+	if err != nil {
+		return nil, err
+	}
 	v.Tags = mergeTags(p.extraTags, classTags, attributeTags, p.ownerTags, createdForTags(v.Metadata))
+	for _, key := range deleteTags {
+		delete(v.Tags, key)
+	}
 	return v, nil
 }
 
