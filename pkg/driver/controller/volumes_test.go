@@ -272,6 +272,11 @@ func TestCreateVolumeIsIdempotent(t *testing.T) {
 		t.Fatalf("%d EC2 CreateVolume calls, want 1: the retry must find the volume by name", creates)
 	}
 
+	single := withParams(createReq("pvc-io2-same", 10, "us-east-1b"), map[string]string{"type": "io2", "iops": "500"})
+	single.VolumeCapabilities = []*csi.VolumeCapability{blockCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)}
+	h.createVolume(t, single)
+	snap := h.snapshot(t, "snap-same", first.GetVolumeId(), nil)
+
 	tests := []struct {
 		name string
 		req  *csi.CreateVolumeRequest
@@ -289,6 +294,17 @@ func TestCreateVolumeIsIdempotent(t *testing.T) {
 			r.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: first.GetVolumeId()}}}
 			return r
 		}(), msg: "not cloned"},
+		{name: "other snapshot", req: func() *csi.CreateVolumeRequest {
+			r := createReq("pvc-same", 10, "us-east-1b")
+			r.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snap.GetSnapshotId()}}}
+			return r
+		}(), msg: "not restored from the requested snapshot"},
+		{name: "encryption asked for", req: withParams(createReq("pvc-same", 10, "us-east-1b"), map[string]string{"encrypted": "true"}), msg: "not encrypted"},
+		{name: "multi-attach asked for", req: func() *csi.CreateVolumeRequest {
+			r := withParams(createReq("pvc-io2-same", 10, "us-east-1b"), map[string]string{"type": "io2", "iops": "500"})
+			r.VolumeCapabilities = []*csi.VolumeCapability{blockCap(csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER)}
+			return r
+		}(), msg: "multi-attach setting differs"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -296,8 +312,8 @@ func TestCreateVolumeIsIdempotent(t *testing.T) {
 			wantCode(t, err, codes.AlreadyExists, tc.msg)
 		})
 	}
-	if vols := h.volumes(); len(vols) != 1 {
-		t.Fatalf("%d volumes, want 1", len(vols))
+	if vols := h.volumes(); len(vols) != 2 {
+		t.Fatalf("%d volumes, want the 2 first created", len(vols))
 	}
 }
 
