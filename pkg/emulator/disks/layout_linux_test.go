@@ -1,9 +1,13 @@
 package disks
 
 import (
+	"fmt"
+	"io/fs"
 	"runtime"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestLayoutPaths(t *testing.T) {
@@ -141,5 +145,34 @@ func TestKeyedMutex(t *testing.T) {
 	k.lock("vol-c", "vol-c")()
 	if len(k.locks) != 0 {
 		t.Fatalf("locks left in the map: %v", k.locks)
+	}
+}
+
+// TestLoopGone: a loop device another program unbinds or removes while the
+// store scans sysfs is not an error (CI once failed a concurrent detach on
+// "read /sys/block/loop5/loop/backing_file: no such device", ENODEV, while
+// another package's test removed loop5); any other read error still is.
+func TestLoopGone(t *testing.T) {
+	readErr := func(errno error) error {
+		return fmt.Errorf("wrapped: %w", &fs.PathError{Op: "read", Path: "/sys/block/loop5/loop/backing_file", Err: errno})
+	}
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "not bound (no loop directory)", err: readErr(unix.ENOENT), want: true},
+		{name: "being removed", err: readErr(unix.ENXIO), want: true},
+		{name: "removed", err: readErr(unix.ENODEV), want: true},
+		{name: "permission", err: readErr(unix.EACCES), want: false},
+		{name: "I/O error", err: readErr(unix.EIO), want: false},
+		{name: "no error", err: nil, want: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := loopGone(tc.err); got != tc.want {
+				t.Fatalf("loopGone(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
 	}
 }

@@ -69,15 +69,15 @@ func readLoopDevice(name string) (loopDevice, bool, error) {
 	}
 	dir := filepath.Join(sysBlockDir, name, "loop")
 	backing, err := os.ReadFile(filepath.Join(dir, "backing_file"))
-	if errors.Is(err, os.ErrNotExist) {
+	if loopGone(err) {
 		return loopDevice{}, false, nil
 	}
 	if err != nil {
 		return loopDevice{}, false, fmt.Errorf("read backing file of %s: %w", name, err)
 	}
 	autoclear, err := os.ReadFile(filepath.Join(dir, "autoclear"))
-	if errors.Is(err, os.ErrNotExist) {
-		// Unbound between the two reads.
+	if loopGone(err) {
+		// Unbound or removed between the two reads.
 		return loopDevice{}, false, nil
 	}
 	if err != nil {
@@ -89,6 +89,15 @@ func readLoopDevice(name string) (loopDevice, bool, error) {
 		backingFile: strings.TrimSuffix(string(backing), "\n"),
 		autoclear:   strings.TrimSpace(string(autoclear)) == "1",
 	}, true, nil
+}
+
+// loopGone reports whether a sysfs read failed because the loop device is
+// not bound or no longer exists. Loop devices belong to the whole machine:
+// another program (or another test) may unbind or remove one while it is
+// being read, and sysfs then answers ENOENT, or ENXIO/ENODEV for a device in
+// the middle of its removal. Such a device is simply not one of ours.
+func loopGone(err error) bool {
+	return errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENXIO) || errors.Is(err, unix.ENODEV)
 }
 
 // listLoopDevices returns every bound loop device on the machine, ordered by
