@@ -33,6 +33,7 @@ driver_specs='External Storage \[Driver: ebs\.csi\.diskplane\.io\]'
 # unreliable or destructive; each is explained in tests/e2e/README.md.
 base_skip='\[Disruptive\]|\[Flaky\]|should not mount / map unused volumes'
 base_skip+='|Dynamic PV \(block volmode\)\] multiVolume.*should concurrently access the single volume from pods on the same node'
+base_skip+='|provisioning should provision storage with any volume data source'
 case $profile in
   full)
     focus=$driver_specs
