@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +36,8 @@ type options struct {
 	instancesFile                   string
 	latencies                       model.Latencies
 	modificationsPerDay             int
+	quotaStorageTiB                 string
+	quotaSnapshots                  int64
 	requireIMDSToken                bool
 	showVersion                     bool
 
@@ -70,6 +74,8 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&o.latencies.Modify, "modify-latency", d.Modify, "time a modification stays modifying")
 	fs.DurationVar(&o.latencies.Optimize, "optimize-latency", d.Optimize, "time a modification stays optimizing")
 	fs.IntVar(&o.modificationsPerDay, "modifications-per-day", model.DefaultModificationsPerDay, "modifications a volume may start in a rolling 24 hours; negative means no limit")
+	fs.StringVar(&o.quotaStorageTiB, "quota-storage-tib", "", "storage quotas in TiB per volume type, type=TiB,… (e.g. gp3=1,io2=2; negative means no limit); types left out keep EC2's defaults of 50 TiB (io2: 20 TiB). Over it CreateVolume, CopyVolumes and a growing ModifyVolume answer VolumeLimitExceeded")
+	fs.Int64Var(&o.quotaSnapshots, "quota-snapshots", model.DefaultSnapshotQuota, "snapshots the region may hold; over it CreateSnapshot answers SnapshotLimitExceeded; negative means no limit")
 	fs.BoolVar(&o.requireIMDSToken, "require-imds-token", false, "answer IMDSv1 requests (without a session token) with 401, like HttpTokens=required")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 
@@ -100,6 +106,14 @@ func (o *options) config() (emulator.Config, error) {
 		LinkDir: o.linkDir,
 	}
 	cfg.IMDS.RequireToken = o.requireIMDSToken
+	storage, err := parseStorageQuotas(o.quotaStorageTiB)
+	if err != nil {
+		return cfg, fmt.Errorf("--quota-storage-tib: %w", err)
+	}
+	if o.quotaSnapshots == 0 {
+		return cfg, errors.New("--quota-snapshots: 0 would refuse every snapshot; give a positive number, or a negative one for no limit")
+	}
+	cfg.Cloud.Quotas = model.Quotas{StorageTiB: storage, Snapshots: o.quotaSnapshots}
 	if o.zones != "" {
 		zones, err := model.ParseZones(o.zones)
 		if err != nil {
@@ -171,6 +185,24 @@ func (o *options) faultConfig() (faults.Config, error) {
 		return c, fmt.Errorf("faults: %w", err)
 	}
 	return c, nil
+}
+
+// parseStorageQuotas parses type=TiB,… into storage quotas per volume type.
+func parseStorageQuotas(s string) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, item := range splitList(s) {
+		typ, val, ok := strings.Cut(item, "=")
+		tib, err := strconv.ParseInt(strings.TrimSpace(val), 10, 64)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("%q: want type=TiB", item)
+		}
+		typ = strings.TrimSpace(typ)
+		if !slices.Contains(model.VolumeTypes(), typ) {
+			return nil, fmt.Errorf("%q: unknown volume type (known: %s)", item, strings.Join(model.VolumeTypes(), ", "))
+		}
+		out[typ] = tib
+	}
+	return out, nil
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -174,3 +174,41 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("cloud %+v: want us-east-1 with the model's default zones and instance", cfg.Cloud)
 	}
 }
+
+func TestQuotaFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    model.Quotas
+		wantErr string
+	}{
+		{args: nil, want: model.Quotas{StorageTiB: map[string]int64{}, Snapshots: model.DefaultSnapshotQuota}},
+		{args: []string{"--quota-storage-tib=gp3=1, io2=2,st1=-1", "--quota-snapshots=10"},
+			want: model.Quotas{StorageTiB: map[string]int64{"gp3": 1, "io2": 2, "st1": -1}, Snapshots: 10}},
+		{args: []string{"--quota-snapshots=-1"}, want: model.Quotas{StorageTiB: map[string]int64{}, Snapshots: -1}},
+		{args: []string{"--quota-storage-tib=gp9=1"}, wantErr: "unknown volume type"},
+		{args: []string{"--quota-storage-tib=gp3"}, wantErr: "want type=TiB"},
+		{args: []string{"--quota-storage-tib=gp3=lots"}, wantErr: "want type=TiB"},
+		{args: []string{"--quota-snapshots=0"}, wantErr: "--quota-snapshots"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o, err := parse(t, tc.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := o.config()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("config() = %v, want an error about %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(cfg.Cloud.Quotas, tc.want) {
+				t.Fatalf("quotas %+v, want %+v", cfg.Cloud.Quotas, tc.want)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 // Package admin serves the EC2 emulator's admin listener: Prometheus metrics
 // (per-action request counts and latencies), a health check, the fault
-// setting as JSON (read and change at run time), and read-only JSON views
+// setting and the account quotas as JSON (read and change at run time), and
+// read-only JSON views
 // of the emulated cloud for scripts and demos. It is a separate listener
 // from the EC2 endpoint so a driver under test never sees it.
 package admin
@@ -19,8 +20,8 @@ import (
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
-// maxFaultDocument bounds a fault-setting request body.
-const maxFaultDocument = 1 << 20
+// maxSettingDocument bounds a fault- or quota-setting request body.
+const maxSettingDocument = 1 << 20
 
 // Paths of the admin API.
 const (
@@ -28,6 +29,7 @@ const (
 	PathHealth        = "/healthz"
 	PathFaults        = "/faults"
 	PathReleaseStuck  = "/faults/release-stuck-attachments"
+	PathQuotas        = "/quotas"
 	PathVolumes       = "/volumes"
 	PathSnapshots     = "/snapshots"
 	PathInstances     = "/instances"
@@ -46,8 +48,9 @@ func NewHandler(cloud *model.Cloud, f *faults.Faults, g prometheus.Gatherer) htt
 	mux.HandleFunc("GET "+PathFaults, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, f.Config())
 	})
+	faultSetting := func() any { return f.Config() }
 	mux.HandleFunc("PUT "+PathFaults, func(w http.ResponseWriter, r *http.Request) {
-		changeFaults(w, r, f, func(doc []byte) error {
+		changeSetting(w, r, faultSetting, func(doc []byte) error {
 			var cfg faults.Config
 			if err := json.Unmarshal(doc, &cfg); err != nil {
 				return err
@@ -56,7 +59,23 @@ func NewHandler(cloud *model.Cloud, f *faults.Faults, g prometheus.Gatherer) htt
 		})
 	})
 	mux.HandleFunc("PATCH "+PathFaults, func(w http.ResponseWriter, r *http.Request) {
-		changeFaults(w, r, f, f.Patch)
+		changeSetting(w, r, faultSetting, f.Patch)
+	})
+	quotaSetting := func() any { return cloud.Quotas() }
+	mux.HandleFunc("GET "+PathQuotas, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, cloud.Quotas())
+	})
+	mux.HandleFunc("PUT "+PathQuotas, func(w http.ResponseWriter, r *http.Request) {
+		changeSetting(w, r, quotaSetting, func(doc []byte) error {
+			var q model.Quotas
+			if err := json.Unmarshal(doc, &q); err != nil {
+				return err
+			}
+			return cloud.SetQuotas(q)
+		})
+	})
+	mux.HandleFunc("PATCH "+PathQuotas, func(w http.ResponseWriter, r *http.Request) {
+		changeSetting(w, r, quotaSetting, cloud.PatchQuotas)
 	})
 	mux.HandleFunc("POST "+PathReleaseStuck, func(w http.ResponseWriter, _ *http.Request) {
 		n := cloud.ReleaseStuckAttachments()
@@ -75,9 +94,10 @@ func NewHandler(cloud *model.Cloud, f *faults.Faults, g prometheus.Gatherer) htt
 	return mux
 }
 
-// changeFaults applies a fault document and answers the new setting.
-func changeFaults(w http.ResponseWriter, r *http.Request, f *faults.Faults, apply func([]byte) error) {
-	doc, err := io.ReadAll(io.LimitReader(r.Body, maxFaultDocument))
+// changeSetting applies a fault or quota document and answers the setting
+// now in force.
+func changeSetting(w http.ResponseWriter, r *http.Request, current func() any, apply func([]byte) error) {
+	doc, err := io.ReadAll(io.LimitReader(r.Body, maxSettingDocument))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -86,7 +106,7 @@ func changeFaults(w http.ResponseWriter, r *http.Request, f *faults.Faults, appl
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	writeJSON(w, http.StatusOK, f.Config())
+	writeJSON(w, http.StatusOK, current())
 }
 
 // nonNil turns a nil list into an empty one, so JSON shows [] not null.

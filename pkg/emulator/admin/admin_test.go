@@ -106,6 +106,35 @@ func TestAdminAPI(t *testing.T) {
 		}},
 		{name: "invalid faults", method: "PUT", path: "/faults", body: `{"errors":[{"action":"*","code":"Nope","probability":1}]}`, wantStatus: 400},
 		{name: "malformed faults", method: "PATCH", path: "/faults", body: `{`, wantStatus: 400},
+		{name: "read quotas", method: "GET", path: "/quotas", wantStatus: 200, check: func(t *testing.T, body string) {
+			var q model.Quotas
+			if err := json.Unmarshal([]byte(body), &q); err != nil {
+				t.Fatal(err)
+			}
+			if q.StorageTiB["gp3"] != 50 || q.StorageTiB["io2"] != 20 || q.Snapshots != 100000 {
+				t.Fatalf("quotas %s", body)
+			}
+		}},
+		{name: "patch quotas", method: "PATCH", path: "/quotas", body: `{"storageTiB":{"gp3":1}}`, wantStatus: 200, check: func(t *testing.T, body string) {
+			q := env.Cloud().Quotas()
+			if q.StorageTiB["gp3"] != 1 || q.StorageTiB["io2"] != 20 || !strings.Contains(body, `"gp3": 1,`) {
+				t.Fatalf("after patch %+v, answered %s", q, body)
+			}
+		}},
+		{name: "patched quota applies to the next request", method: "GET", path: "/healthz", wantStatus: 200, check: func(t *testing.T, _ string) {
+			_, err := client.CreateVolume(t.Context(), &ec2.CreateVolumeInput{AvailabilityZone: aws.String(env.Zone()), Size: aws.Int32(1024), VolumeType: "gp3"})
+			if err == nil || !strings.Contains(err.Error(), "VolumeLimitExceeded") {
+				t.Fatalf("CreateVolume over the patched quota: %v", err)
+			}
+		}},
+		{name: "replace quotas", method: "PUT", path: "/quotas", body: `{"snapshots":3}`, wantStatus: 200, check: func(t *testing.T, _ string) {
+			q := env.Cloud().Quotas()
+			if q.StorageTiB["gp3"] != 50 || q.Snapshots != 3 {
+				t.Fatalf("after replace %+v", q)
+			}
+		}},
+		{name: "quota of an unknown type", method: "PATCH", path: "/quotas", body: `{"storageTiB":{"gp9":1}}`, wantStatus: 400},
+		{name: "malformed quotas", method: "PUT", path: "/quotas", body: `{`, wantStatus: 400},
 		{name: "wrong method", method: "DELETE", path: "/volumes", wantStatus: 405},
 	}
 	for _, tc := range tests {

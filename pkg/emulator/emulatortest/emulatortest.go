@@ -64,6 +64,10 @@ type Options struct {
 	// ModificationsPerDay is the per-volume modification budget; 0 means
 	// EC2's 4, negative means unlimited.
 	ModificationsPerDay int
+	// Quotas are the account quotas at start; what it leaves out gets EC2's
+	// defaults. Change them later with Env.Cloud().SetQuotas or PatchQuotas
+	// (or through the admin API).
+	Quotas model.Quotas
 	// Faults is the initial fault setting; change it later with
 	// Env.Faults().Set or Patch.
 	Faults faults.Config
@@ -110,6 +114,7 @@ func Start(t testing.TB, opts Options) *Env {
 			DataDir:             env.DataDir,
 			Latencies:           opts.Latencies,
 			ModificationsPerDay: opts.ModificationsPerDay,
+			Quotas:              opts.Quotas,
 		},
 		Devices: opts.Devices,
 		LinkDir: env.LinkDir,

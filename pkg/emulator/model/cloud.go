@@ -35,6 +35,8 @@ type Cloud struct {
 
 	mu sync.Mutex
 	st *state
+	// quotas are the account quotas in force (every one spelled out).
+	quotas Quotas
 	// dirty is set by every change of st and cleared when the change gets a
 	// generation number.
 	dirty bool
@@ -56,10 +58,11 @@ func New(cfg Config) (*Cloud, error) {
 		return nil, err
 	}
 	c := &Cloud{
-		cfg:  cfg,
-		kick: make(chan struct{}, 1),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+		cfg:    cfg,
+		quotas: cfg.Quotas,
+		kick:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
 	}
 	if cfg.DataDir != "" {
 		c.persist = newPersister(cfg.DataDir, c.snapshotState)

@@ -94,6 +94,9 @@ type Config struct {
 	// ModificationsPerDay is the per-volume modification budget in a rolling
 	// 24 hours; 0 means DefaultModificationsPerDay, negative means no limit.
 	ModificationsPerDay int
+	// Quotas are the account's storage and snapshot quotas at start; what
+	// it leaves out gets EC2's default. Cloud.SetQuotas changes them later.
+	Quotas Quotas
 	// StickAttach, when set, is asked at every AttachVolume whether the new
 	// attachment should stay in "attaching" (the stuck-attach fault).
 	StickAttach func(volumeID string) bool
@@ -118,6 +121,11 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.ModificationsPerDay == 0 {
 		cfg.ModificationsPerDay = DefaultModificationsPerDay
 	}
+	quotas, err := cfg.Quotas.withDefaults()
+	if err != nil {
+		return cfg, fmt.Errorf("quotas: %w", err)
+	}
+	cfg.Quotas = quotas
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

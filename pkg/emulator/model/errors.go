@@ -44,9 +44,11 @@ const (
 	CodeInvalidVolumeZoneMismatch      = "InvalidVolume.ZoneMismatch"
 	CodeInvalidZoneNotFound            = "InvalidZone.NotFound"
 	CodeMissingParameter               = "MissingParameter"
+	CodeSnapshotLimitExceeded          = "SnapshotLimitExceeded"
 	CodeTagLimitExceeded               = "TagLimitExceeded"
 	CodeUnknownVolumeType              = "UnknownVolumeType"
 	CodeVolumeInUse                    = "VolumeInUse"
+	CodeVolumeLimitExceeded            = "VolumeLimitExceeded"
 	CodeVolumeModificationRateExceeded = "VolumeModificationRateExceeded"
 )
 

@@ -54,6 +54,11 @@ func (c *Cloud) ModifyVolume(in ModifyVolumeInput) (Modification, error) {
 		if e != nil {
 			return e
 		}
+		if target.Size > cur.Size || target.Type != cur.Type {
+			if e := c.checkStorageQuota(target.Type, target.Size, v.ID); e != nil {
+				return e
+			}
+		}
 		if in.DryRun {
 			return dryRunError()
 		}

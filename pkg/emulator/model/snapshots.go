@@ -34,6 +34,9 @@ func (c *Cloud) CreateSnapshot(in CreateSnapshotInput) (Snapshot, error) {
 		if e := checkTags(in.Tags); e != nil {
 			return e
 		}
+		if e := c.checkSnapshotQuota(); e != nil {
+			return e
+		}
 		if in.DryRun {
 			return dryRunError()
 		}

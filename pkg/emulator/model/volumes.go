@@ -44,6 +44,9 @@ func (c *Cloud) CreateVolume(in CreateVolumeInput) (Volume, error) {
 		if e != nil {
 			return e
 		}
+		if e := c.checkStorageQuota(v.Type, v.Size, ""); e != nil {
+			return e
+		}
 		if in.DryRun {
 			return dryRunError()
 		}
@@ -229,6 +232,9 @@ func (c *Cloud) CopyVolumes(in CopyVolumesInput) ([]Volume, error) {
 			kms = c.defaultKmsKey()
 		}
 		if e := checkTags(in.Tags); e != nil {
+			return e
+		}
+		if e := c.checkStorageQuota(settings.Type, settings.Size, ""); e != nil {
 			return e
 		}
 		if in.DryRun {
