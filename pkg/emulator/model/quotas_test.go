@@ -338,6 +338,9 @@ func TestRefusedRequestsHaveNoSideEffect(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateVolume after raising the quota: %v", err)
 	}
+	if got := tc.describe(t, created.ID); got.Size != 2048 {
+		t.Fatalf("volume after raising the quota: %+v", got)
+	}
 	again, err := tc.CreateVolume(in)
 	if err != nil || again.ID != created.ID {
 		t.Fatalf("retry of the created volume: %v, %v; want %s", again.ID, err, created.ID)
