@@ -15,6 +15,9 @@
 #   NODE_NAME      (hostname)   the Node's name
 #   NODE_IP        (the address of the default route's interface) the Node's InternalIP
 #   ETCD           (/usr/bin/etcd) the etcd binary to run
+#   NODE_TAINTS    (unset) taints the kubelet registers the Node with
+#                  (--register-with-taints, key[=value]:Effect,...), e.g. a CSI
+#                  driver's startup taint ebs.csi.diskplane.io/agent-not-ready:NoExecute
 #   LOCAL_CLUSTER_DIR           see lib.sh
 #
 # On success it prints the KUBECONFIG to use. Running it again while the
@@ -32,6 +35,7 @@ ZONE_ID=${ZONE_ID:-}
 NODE_NAME=${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
 NODE_IP=${NODE_IP:-$(ip -4 route get 1.1.1.1 2>/dev/null | sed -nE 's/.* src ([0-9.]+).*/\1/p')}
 ETCD=${ETCD:-/usr/bin/etcd}
+NODE_TAINTS=${NODE_TAINTS:-}
 [[ $INSTANCE_ID =~ ^i-[0-9a-f]{8}([0-9a-f]{9})?$ ]] || lc_die "INSTANCE_ID $INSTANCE_ID is not an EC2 instance ID"
 # The kubelet refuses a loopback node IP.
 [[ -n $NODE_IP && $NODE_IP != 127.* ]] || lc_die "no default route to take the node IP from; set NODE_IP to a non-loopback address of this machine"
@@ -231,9 +235,11 @@ serializeImagePulls: false
 EOF
 node_labels="topology.kubernetes.io/zone=$ZONE,topology.kubernetes.io/region=$REGION,node.kubernetes.io/instance-type=$INSTANCE_TYPE"
 [[ -z $ZONE_ID ]] || node_labels+=",topology.k8s.aws/zone-id=$ZONE_ID"
+kubelet_taints=()
+[[ -z $NODE_TAINTS ]] || kubelet_taints=(--register-with-taints="$NODE_TAINTS")
 lc_start kubelet kubelet --config="$lc_run/kubelet.yaml" --kubeconfig="$lc_kubeconfig" \
   --root-dir="$lc_kubelet_dir" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" \
-  --node-labels="$node_labels"
+  --node-labels="$node_labels" "${kubelet_taints[@]}"
 
 # kube-proxy in iptables mode, told to leave the machine's conntrack and
 # route_localnet settings alone.
