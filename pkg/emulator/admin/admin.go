@@ -45,38 +45,8 @@ func NewHandler(cloud *model.Cloud, f *faults.Faults, g prometheus.Gatherer) htt
 	mux.HandleFunc("GET "+PathHealth, func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET "+PathFaults, func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, f.Config())
-	})
-	faultSetting := func() any { return f.Config() }
-	mux.HandleFunc("PUT "+PathFaults, func(w http.ResponseWriter, r *http.Request) {
-		changeSetting(w, r, faultSetting, func(doc []byte) error {
-			var cfg faults.Config
-			if err := json.Unmarshal(doc, &cfg); err != nil {
-				return err
-			}
-			return f.Set(cfg)
-		})
-	})
-	mux.HandleFunc("PATCH "+PathFaults, func(w http.ResponseWriter, r *http.Request) {
-		changeSetting(w, r, faultSetting, f.Patch)
-	})
-	quotaSetting := func() any { return cloud.Quotas() }
-	mux.HandleFunc("GET "+PathQuotas, func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, cloud.Quotas())
-	})
-	mux.HandleFunc("PUT "+PathQuotas, func(w http.ResponseWriter, r *http.Request) {
-		changeSetting(w, r, quotaSetting, func(doc []byte) error {
-			var q model.Quotas
-			if err := json.Unmarshal(doc, &q); err != nil {
-				return err
-			}
-			return cloud.SetQuotas(q)
-		})
-	})
-	mux.HandleFunc("PATCH "+PathQuotas, func(w http.ResponseWriter, r *http.Request) {
-		changeSetting(w, r, quotaSetting, cloud.PatchQuotas)
-	})
+	handleSetting(mux, PathFaults, f.Config, f.Set, f.Patch)
+	handleSetting(mux, PathQuotas, cloud.Quotas, cloud.SetQuotas, cloud.PatchQuotas)
 	mux.HandleFunc("POST "+PathReleaseStuck, func(w http.ResponseWriter, _ *http.Request) {
 		n := cloud.ReleaseStuckAttachments()
 		klog.InfoS("Released stuck attachments", "count", n)
@@ -94,9 +64,32 @@ func NewHandler(cloud *model.Cloud, f *faults.Faults, g prometheus.Gatherer) htt
 	return mux
 }
 
-// changeSetting applies a fault or quota document and answers the setting
-// now in force.
-func changeSetting(w http.ResponseWriter, r *http.Request, current func() any, apply func([]byte) error) {
+// handleSetting serves a run-time setting (faults, quotas) at path: GET
+// answers the setting in force, PUT replaces it with the document's (what
+// the document leaves out gets its default), PATCH changes only what the
+// document names. PUT and PATCH answer the setting now in force, or 400
+// with the reason when the document is refused.
+func handleSetting[T any](mux *http.ServeMux, path string, current func() T, set func(T) error, patch func([]byte) error) {
+	mux.HandleFunc("GET "+path, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, current())
+	})
+	mux.HandleFunc("PUT "+path, func(w http.ResponseWriter, r *http.Request) {
+		changeSetting(w, r, current, func(doc []byte) error {
+			var v T
+			if err := json.Unmarshal(doc, &v); err != nil {
+				return err
+			}
+			return set(v)
+		})
+	})
+	mux.HandleFunc("PATCH "+path, func(w http.ResponseWriter, r *http.Request) {
+		changeSetting(w, r, current, patch)
+	})
+}
+
+// changeSetting reads a setting document, applies it and answers the
+// setting now in force.
+func changeSetting[T any](w http.ResponseWriter, r *http.Request, current func() T, apply func([]byte) error) {
 	doc, err := io.ReadAll(io.LimitReader(r.Body, maxSettingDocument))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
