@@ -40,6 +40,8 @@ type suite struct {
 	client     kubernetes.Interface
 	dynamic    dynamic.Interface
 	emulator   *emulator
+	// driver is how Diskplane runs: host processes or in the cluster.
+	driver driverRuntime
 }
 
 // env is set up once by TestMain.
@@ -114,6 +116,10 @@ func newSuite() (*suite, error) {
 	if s.zone == "" || !strings.HasPrefix(s.instanceID, "i-") {
 		return nil, fmt.Errorf("node %s has no zone label or no EC2 providerID (%q)", n.Name, n.Spec.ProviderID)
 	}
+	if s.driver, err = findDriverRuntime(context.Background(), s); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "e2e: Diskplane runs as %s\n", s.driver)
 	return s, nil
 }
 

@@ -7,9 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -136,11 +134,7 @@ func (sc *scenario) diagnose(ctx context.Context) {
 		out, err := kubectl(ctx, args...)
 		t.Logf("kubectl %s:\n%s%v", strings.Join(args, " "), out, errOrEmpty(err))
 	}
-	logFile := filepath.Join(env.clusterDir, "run", "logs", "driver-plugin.log")
-	if b, err := os.ReadFile(logFile); err == nil {
-		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-		t.Logf("last lines of %s:\n%s", logFile, strings.Join(lines[max(0, len(lines)-40):], "\n"))
-	}
+	t.Logf("the end of the driver's log (%s):\n%s", env.driver, env.driver.logTail(ctx, 40))
 }
 
 func errOrEmpty(err error) string {
