@@ -115,3 +115,17 @@ E2E_EXTERNAL ?= full
 e2e-external: build
 	hack/e2e/up.sh external
 	hack/e2e/external.sh $(E2E_EXTERNAL)
+
+# --- Diskplane installed into the local cluster the way a user installs it
+# (hack/e2e/incluster.sh): the images built here, the EC2 emulator the only
+# host process. Both need root; make demo-down tears everything down.
+
+.PHONY: e2e-helm e2e-kustomize
+
+## e2e-helm: helm install into the local cluster (node with the startup taint), then tests/e2e, helm upgrade under a mounted volume, helm uninstall leaving nothing
+e2e-helm: build
+	E2E_FLAGS='$(E2E_FLAGS)' hack/e2e/incluster.sh helm
+
+## e2e-kustomize: the same with kubectl apply -k hack/e2e/kustomize and kubectl delete -k (no upgrade step)
+e2e-kustomize: build
+	E2E_FLAGS='$(E2E_FLAGS)' hack/e2e/incluster.sh kustomize

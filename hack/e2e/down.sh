@@ -25,4 +25,14 @@ if [[ -d $e2e_emulator_dir ]]; then
   rm -rf "$e2e_emulator_dir"
   lc_log "deleted the emulator's data"
 fi
+# A link dir outside the emulator's (hack/e2e/incluster.sh puts it below
+# /dev) goes too once release-devices emptied it; a link left in it means a
+# device is still attached, and it stays for a look.
+if [[ $e2e_links != "$e2e_emulator_dir"/* && -d $e2e_links ]]; then
+  if rmdir "$e2e_links" 2>/dev/null; then
+    lc_log "removed $e2e_links"
+  else
+    lc_log "$e2e_links is not empty; left it"
+  fi
+fi
 lc_log "demo/e2e environment down in $((SECONDS - start))s"

@@ -15,6 +15,15 @@
 #   EMULATOR_ARGS    extra ec2-emulator flags (word-split), e.g.
 #                    "--volume-create-latency=5s"
 #   PLUGIN_ARGS      extra diskplane flags (word-split)
+#   E2E_EMULATOR_LISTEN  (127.0.0.1) the address the emulator's EC2 and IMDS
+#                    listeners bind; 0.0.0.0 lets pods reach them on the node's
+#                    address (hack/e2e/incluster.sh). The admin API stays on
+#                    127.0.0.1, and so do the host-process driver's endpoints.
+#   E2E_DEVICE_LINK_DIR  (run/emulator/by-id) where the emulator makes the
+#                    by-id links of attached volumes; an in-cluster node plugin
+#                    sees only the host's /dev and kubelet dir, so
+#                    hack/e2e/incluster.sh puts them below /dev. The emulator
+#                    records its choice: later scripts use the running one's.
 #   LOCAL_CLUSTER_DIR                          see hack/local-cluster/lib.sh
 
 e2e_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -32,7 +41,16 @@ e2e_emulator=$lc_repo/_output/bin/ec2-emulator
 # cluster's run directory, so hack/local-cluster/down.sh also finds loop
 # devices a crashed run left behind.
 e2e_emulator_dir=$lc_run/emulator
-e2e_links=$e2e_emulator_dir/by-id
+# The link dir the running (or last) emulator was started with, as
+# e2e_emulator_up recorded it, so that the driver and down.sh look where the
+# links are whatever the caller's environment says.
+e2e_links_record=$e2e_emulator_dir/device-link-dir
+if [[ -f $e2e_links_record ]]; then
+  e2e_links=$(<"$e2e_links_record")
+else
+  e2e_links=${E2E_DEVICE_LINK_DIR:-$e2e_emulator_dir/by-id}
+fi
+e2e_listen_host=${E2E_EMULATOR_LISTEN:-127.0.0.1}
 e2e_ec2_listen=127.0.0.1:8700
 e2e_imds_listen=127.0.0.1:8701
 e2e_admin_listen=127.0.0.1:8702
@@ -72,8 +90,10 @@ e2e_emulator_up() {
   local extra=()
   read -r -a extra <<<"${EMULATOR_ARGS:-}"
   mkdir -p "$e2e_emulator_dir"
+  echo "$e2e_links" >"$e2e_links_record"
   lc_start emulator "$e2e_emulator" --data-dir="$e2e_emulator_dir" --device-link-dir="$e2e_links" \
-    --listen="$e2e_ec2_listen" --imds-listen="$e2e_imds_listen" --admin-listen="$e2e_admin_listen" \
+    --listen="$e2e_listen_host:${e2e_ec2_listen##*:}" --imds-listen="$e2e_listen_host:${e2e_imds_listen##*:}" \
+    --admin-listen="$e2e_admin_listen" \
     --region="$REGION" --instance="id=$INSTANCE_ID,type=$INSTANCE_TYPE,zone=$ZONE,local" -v=2 "${extra[@]}"
   lc_wait "ec2-emulator ready" 30 e2e_emulator_healthy ||
     lc_die "the emulator did not start; see $lc_logs/emulator.log"

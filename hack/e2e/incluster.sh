@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# make e2e-helm, make e2e-kustomize: Diskplane installed into the local
+# cluster the way a user installs it, from the images built here, and tested
+# there. Unlike make e2e, no Diskplane host process runs: the controller is
+# the chart's Deployment, the node plugin its DaemonSet; only the EC2
+# emulator stays a host process, which the pods reach on the node's address.
+#
+#   hack/e2e/incluster.sh helm [install]        helm install charts/diskplane
+#   hack/e2e/incluster.sh kustomize [install]   kubectl apply -k hack/e2e/kustomize
+# With "install" it stops after the install step: Diskplane runs in the
+# cluster, ready to try (kubectl apply -f examples/...).
+#
+# Steps, each timed and summed up at the end:
+#   cluster    the local cluster (hack/local-cluster), its node registered
+#              with Diskplane's startup taint <driver>/agent-not-ready:NoExecute
+#   emulator   the EC2 emulator as the node's instance, its EC2 and IMDS
+#              listeners on every address, the volumes' by-id links below /dev
+#              (the node plugin's pod sees the host's /dev)
+#   images     make image, make image-sidecars, make image-import
+#   install    the install command; then the controller Deployment and node
+#              DaemonSet are ready and the node's CSINode lists the driver
+#   installed  tests/e2e/install TestInstalled: the plugin removed the startup
+#              taint, the admission policy holds, the pods serve
+#   e2e        the tests/e2e suite, unchanged, against the in-cluster driver
+#   upgrade    (helm) TestUpgrade: helm upgrade with other values rolls the
+#              controller and the node plugin under a pod that keeps its volume
+#   uninstall  TestUninstall: helm uninstall / kubectl delete -k, then no
+#              object of Diskplane is left
+# A failing e2e suite does not stop the upgrade and uninstall steps; any
+# failure makes the exit code non-zero. The cluster and the emulator stay up
+# (make demo-down removes them), as after make e2e.
+#
+# Settings: see hack/e2e/lib.sh; E2E_FLAGS (go test flags of the suites,
+# default as in the Makefile). Needs root.
+# shellcheck disable=SC2317 # the steps' functions run through step()
+set -euo pipefail
+# Where the emulator links attached volumes: a directory of its own below
+# /dev, which the node plugin's pod mounts from the host, and which never
+# mixes with the machine's /dev/disk/by-id. hack/e2e/kustomize says the same.
+links=/dev/diskplane-e2e-by-id
+# The emulator's EC2 and IMDS listeners on every address: the pods dial the
+# node's (hack/chart/values-local-cluster.yaml's $(HOST_IP)).
+export E2E_EMULATOR_LISTEN=0.0.0.0 E2E_DEVICE_LINK_DIR=$links
+source "$(dirname "$0")/lib.sh"
+lc_require_root "hack/e2e/incluster.sh"
+
+method=${1:-}
+only_install=0
+case $method:${2:-} in
+  helm: | kustomize:) ;;
+  helm:install | kustomize:install) only_install=1 ;;
+  *) lc_die "usage: hack/e2e/incluster.sh helm|kustomize [install]" ;;
+esac
+
+namespace=kube-system
+release=diskplane
+overlay=$e2e_here/kustomize
+taint=$DRIVER_NAME/agent-not-ready
+E2E_FLAGS=${E2E_FLAGS:--count=1 -timeout=40m -parallel=4 -v}
+helm=$lc_repo/_output/tools/helm
+lc_helm() { "$helm" --kubeconfig "$lc_kubeconfig" "$@"; }
+
+summary=()
+failed=0
+# step NAME CMD... runs CMD in a subshell with errexit (so that a failing
+# command or lc_die ends the step, not the script), timing it; a failure is
+# recorded and returned.
+step() {
+  local name=$1 start=$SECONDS rc
+  shift
+  lc_log "=== $name"
+  set +e
+  (
+    set -e
+    "$@"
+  )
+  rc=$?
+  set -e
+  if ((rc == 0)); then
+    summary+=("PASS $name ($((SECONDS - start))s)")
+  else
+    summary+=("FAIL $name ($((SECONDS - start))s)")
+    failed=1
+  fi
+  return "$rc"
+}
+finish() {
+  echo
+  lc_log "in-cluster ($method) summary:"
+  printf '  %s\n' "${summary[@]}"
+  exit "$failed"
+}
+
+node_name() { lc_kubectl get nodes -o jsonpath='{.items[0].metadata.name}'; }
+node_ip() { lc_kubectl get nodes -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}'; }
+node_taints() { lc_kubectl get nodes -o jsonpath='{.items[0].spec.taints[*].key}'; }
+
+cluster() {
+  e2e_require_binaries
+  "$lc_repo/hack/install-deps.sh" cluster
+  "$lc_here/build.sh" cluster sidecars
+  # A Diskplane host process and an in-cluster one would both register the
+  # same driver with the kubelet.
+  ! lc_pid_alive driver-plugin || lc_die "Diskplane runs as a host process (make demo / make e2e); run make demo-down first"
+  NODE_TAINTS="$taint:NoExecute" e2e_cluster_up
+  # A cluster that was already up has a node registered without the taint:
+  # add it, as a node group's launch settings would have.
+  if [[ " $(node_taints) " != *" $taint "* ]]; then
+    lc_log "the node has no startup taint (the cluster was up already): adding $taint:NoExecute"
+    lc_kubectl taint node "$(node_name)" "$taint:NoExecute"
+  fi
+  lc_log "node $(node_name) ($(node_ip)) has taints: $(node_taints)"
+}
+
+emulator() {
+  local ip
+  ip=$(node_ip)
+  [[ -n $ip ]] || lc_die "the node reports no InternalIP"
+  if lc_pid_alive emulator; then
+    [[ $e2e_links == "$links" ]] ||
+      lc_die "the running emulator links volumes in $e2e_links, which the node plugin's pod cannot see; run make demo-down first"
+  fi
+  # A record left by an emulator that no longer runs does not count.
+  e2e_links=$links
+  e2e_emulator_up
+  curl -fsS -o /dev/null "http://$ip:8701/latest/meta-data/instance-id" ||
+    lc_die "the emulator's IMDS does not answer on the node's address $ip:8701 (started by make e2e on 127.0.0.1 only?); run make demo-down first"
+}
+
+images() {
+  "$lc_repo/hack/image/build.sh"
+  "$lc_repo/hack/image/sidecars.sh"
+  "$lc_repo/hack/image/import.sh"
+}
+
+controller_ready() {
+  lc_kubectl -n "$namespace" rollout status deployment/diskplane-controller --timeout=2s
+}
+node_ready() {
+  lc_kubectl -n "$namespace" rollout status daemonset/diskplane-node --timeout=2s
+}
+
+install() {
+  local start=$SECONDS
+  case $method in
+    helm)
+      "$lc_repo/hack/chart/helm.sh" >/dev/null
+      ! lc_helm status "$release" -n "$namespace" >/dev/null 2>&1 ||
+        lc_die "Helm release $release exists already in $namespace; helm uninstall it or run make demo-down"
+      lc_helm install "$release" "$lc_repo/charts/diskplane" --namespace "$namespace" \
+        -f "$lc_repo/hack/chart/values-local-cluster.yaml" \
+        --set controller.logLevel=4 --set node.logLevel=4 \
+        --set "node.additionalArgs={--device-link-dir=$links}"
+      ;;
+    kustomize)
+      ! lc_kubectl get csidriver "$DRIVER_NAME" >/dev/null 2>&1 ||
+        lc_die "CSIDriver $DRIVER_NAME exists already: Diskplane is installed; remove it or run make demo-down"
+      lc_kubectl apply -k "$overlay"
+      ;;
+  esac
+  lc_wait "controller Deployment ready" 300 controller_ready || return 1
+  lc_wait "node DaemonSet ready" 300 node_ready || return 1
+  lc_wait "driver $DRIVER_NAME registered on the node" 120 e2e_driver_registered || return 1
+  lc_log "Diskplane ready $((SECONDS - start))s after the $method install command started"
+}
+
+go_test() {
+  local tags=$1
+  shift
+  # shellcheck disable=SC2086 # E2E_FLAGS is a list of flags
+  (cd "$lc_repo" && KUBECONFIG=$lc_kubeconfig HELM=$helm E2E_KUSTOMIZE_DIR=$overlay DRIVER_NAME=$DRIVER_NAME \
+    CGO_ENABLED=1 go test -race -tags "$tags" $E2E_FLAGS "$@")
+}
+
+step cluster cluster || finish
+step emulator emulator || finish
+step images images || finish
+step install install || finish
+if ((only_install)); then
+  lc_log "Diskplane runs in the cluster. export KUBECONFIG=$lc_kubeconfig PATH=$lc_bin:\$PATH; make demo-down removes everything"
+  finish
+fi
+step installed go_test e2e_install -run '^TestInstalled$' ./tests/e2e/install || true
+step e2e go_test e2e ./tests/e2e/... || true
+if [[ $method == helm ]]; then
+  step upgrade go_test e2e_install -run '^TestUpgrade$' ./tests/e2e/install || true
+fi
+step uninstall go_test e2e_install -run '^TestUninstall$' ./tests/e2e/install || true
+finish

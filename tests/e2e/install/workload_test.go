@@ -1,0 +1,161 @@
+//go:build e2e_install
+
+package install
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// newNamespace creates a namespace for the test and deletes it, with the
+// claims in it and their volumes, when the test ends.
+func newNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	b := make([]byte, 3)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	name := prefix + "-" + hex.EncodeToString(b)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"diskplane.io/e2e": "true"}}}
+	if _, err := env.client.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { deleteNamespace(t, name) })
+	return name
+}
+
+// deleteNamespace deletes the pods, then the claims, waits until their
+// volumes are deleted (the driver deletes the EC2 volumes), and deletes the
+// namespace.
+func deleteNamespace(t *testing.T, ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*podTimeout)
+	defer cancel()
+	grace := int64(1)
+	core := env.client.CoreV1()
+	claims, err := core.PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("cleanup of %s: %v", ns, err)
+		return
+	}
+	if err := core.Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}); err != nil {
+		t.Errorf("cleanup of %s: delete pods: %v", ns, err)
+	}
+	if err := core.PersistentVolumeClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Errorf("cleanup of %s: delete claims: %v", ns, err)
+	}
+	for _, c := range claims.Items {
+		if c.Spec.VolumeName == "" {
+			continue
+		}
+		err := poll(ctx, 2*podTimeout, func(ctx context.Context) (bool, string, error) {
+			_, err := core.PersistentVolumes().Get(ctx, c.Spec.VolumeName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return true, "", nil
+			}
+			return false, "volume " + c.Spec.VolumeName + " still there", err
+		})
+		if err != nil {
+			t.Errorf("cleanup of %s: %v", ns, err)
+		}
+	}
+	if err := core.Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("cleanup: delete namespace %s: %v", ns, err)
+	}
+}
+
+// writerPod writes the marker to /data/before when it starts (unless the
+// file is there) and then waits; it stops at once on SIGTERM.
+func writerPod(marker string) *corev1.Pod {
+	grace := int64(1)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "app"},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []corev1.Container{{
+				Name: "app",
+				// The local cluster's busybox, imported, never pulled.
+				Image:           "docker.io/library/busybox:latest",
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: []string{"sh", "-c", fmt.Sprintf(
+					"test -f /data/before || { echo %s > /data/before && sync; }; trap 'exit 0' TERM; while true; do sleep 5 & wait $!; done", marker)},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+		},
+	}
+}
+
+func podReady(t *testing.T, ns, name string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	waitFor(t, "pod "+name+" Ready", podTimeout, func(ctx context.Context) (bool, string, error) {
+		p, err := env.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		pod = p
+		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+			return false, "", fmt.Errorf("pod %s ended: %s %s", name, p.Status.Phase, p.Status.Message)
+		}
+		return isReady(p), string(p.Status.Phase), nil
+	})
+	return pod
+}
+
+func isReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func deletePod(t *testing.T, ns, name string) {
+	t.Helper()
+	grace := int64(1)
+	if err := env.client.CoreV1().Pods(ns).Delete(t.Context(), name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "pod "+name+" gone (its volume unmounted)", podTimeout, func(ctx context.Context) (bool, string, error) {
+		_, err := env.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		return false, "still there", err
+	})
+}
+
+// boundVolume returns the name of the PersistentVolume the claim is bound to.
+func boundVolume(t *testing.T, ns, claim string) string {
+	t.Helper()
+	c, err := env.client.CoreV1().PersistentVolumeClaims(ns).Get(t.Context(), claim, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Status.Phase != corev1.ClaimBound || c.Spec.VolumeName == "" {
+		t.Fatalf("claim %s is %s, want Bound", claim, c.Status.Phase)
+	}
+	return c.Spec.VolumeName
+}
+
+// execIn runs a shell command in the pod and returns its standard output.
+func execIn(t *testing.T, ns, pod, command string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out, err := kubectl(ctx, "exec", "-n", ns, pod, "--", "sh", "-c", command)
+	if err != nil {
+		t.Fatalf("exec in %s: %v", pod, err)
+	}
+	return out
+}
