@@ -17,6 +17,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/diskplane/diskplane/tests/e2e/poll"
 )
 
 // driverRuntime is how the Diskplane under test runs: as host processes
@@ -102,7 +104,7 @@ func (h *hostProcesses) crashController(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill the plugin (PID %d): %v", pid, err)
 	}
-	if err := poll(t.Context(), time.Minute, func(context.Context) (bool, string, error) {
+	if err := poll.Until(t.Context(), time.Minute, func(context.Context) (bool, string, error) {
 		return !runs(), "still running", nil
 	}); err != nil {
 		t.Fatalf("the plugin (PID %d) did not die: %v", pid, err)
@@ -189,7 +191,7 @@ func (c *clusterPods) crashController(t *testing.T) {
 				t.Fatalf("kill PID %d of controller pod %s: %v", pid, p.Name, err)
 			}
 		}
-		if err := poll(t.Context(), time.Minute, func(context.Context) (bool, string, error) {
+		if err := poll.Until(t.Context(), time.Minute, func(context.Context) (bool, string, error) {
 			left := containerPIDs(id)
 			return len(left) == 0, fmt.Sprintf("PIDs %v still run", left), nil
 		}); err != nil {
@@ -203,7 +205,7 @@ func (c *clusterPods) crashController(t *testing.T) {
 // recoverController waits until the kubelet has restarted every plugin
 // container crashController killed and the pods are Ready again.
 func (c *clusterPods) recoverController(ctx context.Context) error {
-	return poll(ctx, podTimeout, func(ctx context.Context) (bool, string, error) {
+	return poll.Until(ctx, podTimeout, func(ctx context.Context) (bool, string, error) {
 		for name, before := range c.restarts {
 			p, err := c.suite.client.CoreV1().Pods(c.namespace).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -224,7 +226,7 @@ func (c *clusterPods) recoverController(ctx context.Context) error {
 // ensureRunning waits until every controller pod is Ready: the kubelet
 // restarts what died.
 func (c *clusterPods) ensureRunning(ctx context.Context) error {
-	return poll(ctx, podTimeout, func(ctx context.Context) (bool, string, error) {
+	return poll.Until(ctx, podTimeout, func(ctx context.Context) (bool, string, error) {
 		pods, err := c.controllerPods(ctx)
 		if err != nil || len(pods) == 0 {
 			return false, "no controller pod", err

@@ -18,6 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/diskplane/diskplane/tests/e2e/poll"
 )
 
 // scenario is one test's world: a namespace of its own, a suffix that makes
@@ -99,7 +101,7 @@ func (sc *scenario) cleanup() {
 			t.Errorf("cleanup of %s: %s: %v", sc.ns, step.what, err)
 		}
 	}
-	err := poll(ctx, cleanupTimeout, func(ctx context.Context) (bool, string, error) {
+	err := poll.Until(ctx, cleanupTimeout, func(ctx context.Context) (bool, string, error) {
 		vols, err := env.emulator.volumesTagged(ctx, "kubernetes.io/created-for/pvc/namespace", sc.ns)
 		if err != nil || len(vols) == 0 {
 			return err == nil, "", err
@@ -152,7 +154,7 @@ func deleteAllAndWait(ctx context.Context, res gvr, ns string) error {
 	if err := client.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	return poll(ctx, cleanupTimeout, func(ctx context.Context) (bool, string, error) {
+	return poll.Until(ctx, cleanupTimeout, func(ctx context.Context) (bool, string, error) {
 		list, err := client.List(ctx, metav1.ListOptions{})
 		if err != nil || len(list.Items) == 0 {
 			return err == nil, "", err
@@ -187,39 +189,11 @@ func (sc *scenario) exec(pod, command string) string {
 	return out
 }
 
-// poll calls check every second until it reports done, fails, or timeout
-// passes; the timeout error quotes the last state check described.
-func poll(ctx context.Context, timeout time.Duration, check func(context.Context) (bool, string, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var state string
-	for {
-		done, s, err := check(ctx)
-		if err != nil && ctx.Err() == nil {
-			return err
-		}
-		if done {
-			return nil
-		}
-		if s != "" {
-			state = s
-		}
-		select {
-		case <-ctx.Done():
-			if state == "" {
-				state = "no state reported"
-			}
-			return fmt.Errorf("timed out after %s; last: %s", timeout, state)
-		case <-time.After(time.Second):
-		}
-	}
-}
-
 // waitFor polls like poll and fails the test on timeout.
 func (sc *scenario) waitFor(what string, timeout time.Duration, check func(context.Context) (bool, string, error)) {
 	sc.t.Helper()
 	start := time.Now()
-	if err := poll(sc.t.Context(), timeout, check); err != nil {
+	if err := poll.Until(sc.t.Context(), timeout, check); err != nil {
 		sc.t.Fatalf("waiting for %s: %v", what, err)
 	}
 	sc.t.Logf("%s after %s", what, time.Since(start).Round(100*time.Millisecond))

@@ -29,6 +29,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/diskplane/diskplane/tests/e2e/poll"
 )
 
 // The chart's fixed names and labels (the kustomize base has the same).
@@ -162,40 +164,12 @@ func helm(ctx context.Context, args ...string) (string, error) {
 	return run(ctx, env.helm, append([]string{"--kubeconfig", env.kubeconfig}, args...)...)
 }
 
-// poll calls check every second until it reports done, fails, or timeout
-// passes; the timeout error quotes the last state check described.
-func poll(ctx context.Context, timeout time.Duration, check func(context.Context) (bool, string, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var state string
-	for {
-		done, s, err := check(ctx)
-		if err != nil && ctx.Err() == nil {
-			return err
-		}
-		if done {
-			return nil
-		}
-		if s != "" {
-			state = s
-		}
-		select {
-		case <-ctx.Done():
-			if state == "" {
-				state = "no state reported"
-			}
-			return fmt.Errorf("timed out after %s; last: %s", timeout, state)
-		case <-time.After(time.Second):
-		}
-	}
-}
-
 // waitFor polls like poll, fails the test on timeout and logs how long it
 // took.
 func waitFor(t *testing.T, what string, timeout time.Duration, check func(context.Context) (bool, string, error)) time.Duration {
 	t.Helper()
 	start := time.Now()
-	if err := poll(t.Context(), timeout, check); err != nil {
+	if err := poll.Until(t.Context(), timeout, check); err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
 	took := time.Since(start).Round(100 * time.Millisecond)

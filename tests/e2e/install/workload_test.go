@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/diskplane/diskplane/tests/e2e/poll"
 )
 
 // newNamespace creates a namespace for the test and deletes it, with the
@@ -55,7 +57,7 @@ func deleteNamespace(t *testing.T, ns string) {
 		if c.Spec.VolumeName == "" {
 			continue
 		}
-		err := poll(ctx, 2*podTimeout, func(ctx context.Context) (bool, string, error) {
+		err := poll.Until(ctx, 2*podTimeout, func(ctx context.Context) (bool, string, error) {
 			_, err := core.PersistentVolumes().Get(ctx, c.Spec.VolumeName, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return true, "", nil

@@ -1,0 +1,70 @@
+package poll
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestUntil(t *testing.T) {
+	errBroken := errors.New("broken")
+	tests := []struct {
+		name    string
+		check   func(calls int) (bool, string, error)
+		timeout time.Duration
+		wantErr string // "" for success
+		wantIs  error
+	}{
+		{
+			name:    "done at once",
+			check:   func(int) (bool, string, error) { return true, "", nil },
+			timeout: time.Minute,
+		},
+		{
+			name:    "done on the second look",
+			check:   func(calls int) (bool, string, error) { return calls == 2, "first look", nil },
+			timeout: time.Minute,
+		},
+		{
+			name:    "an error ends the wait",
+			check:   func(int) (bool, string, error) { return false, "", errBroken },
+			timeout: time.Minute,
+			wantIs:  errBroken,
+		},
+		{
+			name:    "timeout quotes the last state",
+			check:   func(int) (bool, string, error) { return false, "pod Pending", nil },
+			timeout: 10 * time.Millisecond,
+			wantErr: "last: pod Pending",
+		},
+		{
+			name:    "timeout without a state says so",
+			check:   func(int) (bool, string, error) { return false, "", nil },
+			timeout: 10 * time.Millisecond,
+			wantErr: "no state reported",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			err := Until(t.Context(), tc.timeout, func(context.Context) (bool, string, error) {
+				calls++
+				return tc.check(calls)
+			})
+			switch {
+			case tc.wantIs != nil:
+				if !errors.Is(err, tc.wantIs) {
+					t.Fatalf("Until = %v, want %v", err, tc.wantIs)
+				}
+			case tc.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Until = %v, want an error containing %q", err, tc.wantErr)
+				}
+			case err != nil:
+				t.Fatalf("Until = %v, want success", err)
+			}
+		})
+	}
+}
