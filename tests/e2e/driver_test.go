@@ -215,7 +215,7 @@ func (c *clusterPods) recoverController(ctx context.Context) error {
 			if status == nil || status.RestartCount <= before {
 				return false, fmt.Sprintf("pod %s: the plugin container has not restarted yet", name), nil
 			}
-			if !podIsReady(p) {
+			if !poll.PodReady(p) {
 				return false, "pod " + name + ": " + podState(p), nil
 			}
 		}
@@ -232,7 +232,7 @@ func (c *clusterPods) ensureRunning(ctx context.Context) error {
 			return false, "no controller pod", err
 		}
 		for _, p := range pods {
-			if !podIsReady(&p) {
+			if !poll.PodReady(&p) {
 				return false, "pod " + p.Name + ": " + podState(&p), nil
 			}
 		}
@@ -255,15 +255,6 @@ func containerStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
 		}
 	}
 	return nil
-}
-
-func podIsReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // containerPIDs lists the host's processes whose cgroup names the

@@ -3,12 +3,12 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,8 +25,10 @@ type emulator struct {
 
 var adminHTTP = &http.Client{Timeout: 10 * time.Second}
 
-func (e *emulator) get(ctx context.Context, path string, into any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.url+path, nil)
+// call sends one admin API request (body may be nil) and decodes a 200
+// answer into into, unless into is nil.
+func (e *emulator) call(ctx context.Context, method, path string, body io.Reader, into any) error {
+	req, err := http.NewRequestWithContext(ctx, method, e.url+path, body)
 	if err != nil {
 		return err
 	}
@@ -35,26 +37,29 @@ func (e *emulator) get(ctx context.Context, path string, into any) error {
 		return err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, body)
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, answer)
 	}
-	return json.Unmarshal(body, into)
+	if into == nil {
+		return nil
+	}
+	return json.Unmarshal(answer, into)
 }
 
 // volumes lists every EC2 volume, the instances' root volumes included.
 func (e *emulator) volumes(ctx context.Context) ([]model.Volume, error) {
 	var vols []model.Volume
-	return vols, e.get(ctx, admin.PathVolumes, &vols)
+	return vols, e.call(ctx, http.MethodGet, admin.PathVolumes, nil, &vols)
 }
 
 // snapshots lists every EC2 snapshot.
 func (e *emulator) snapshots(ctx context.Context) ([]model.Snapshot, error) {
 	var snaps []model.Snapshot
-	return snaps, e.get(ctx, admin.PathSnapshots, &snaps)
+	return snaps, e.call(ctx, http.MethodGet, admin.PathSnapshots, nil, &snaps)
 }
 
 // resourceIDs lists the IDs of every volume and snapshot.
@@ -112,18 +117,8 @@ func (e *emulator) volumesTagged(ctx context.Context, key, value string) ([]mode
 // patchFaults changes the fault settings the JSON document names (see
 // docs/emulator.md, "Faults") and keeps the others.
 func (e *emulator) patchFaults(ctx context.Context, doc string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, e.url+admin.PathFaults, bytes.NewBufferString(doc))
-	if err != nil {
-		return err
-	}
-	resp, err := adminHTTP.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("PATCH %s %s: %s: %s", admin.PathFaults, doc, resp.Status, body)
+	if err := e.call(ctx, http.MethodPatch, admin.PathFaults, strings.NewReader(doc), nil); err != nil {
+		return fmt.Errorf("faults %s: %w", doc, err)
 	}
 	return nil
 }

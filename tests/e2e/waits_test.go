@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/diskplane/diskplane/tests/e2e/poll"
 )
 
 // Generous bounds for what takes seconds here: scheduling, provisioning
@@ -33,13 +35,11 @@ func (sc *scenario) podReady(name string) *corev1.Pod {
 			return false, "", err
 		}
 		pod = p
-		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
-			return false, "", fmt.Errorf("pod %s ended: %s %s", name, p.Status.Phase, p.Status.Message)
+		if err := poll.PodEnded(p); err != nil {
+			return false, "", err
 		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				return true, "", nil
-			}
+		if poll.PodReady(p) {
+			return true, "", nil
 		}
 		return false, podState(p), nil
 	})

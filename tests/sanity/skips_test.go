@@ -16,7 +16,7 @@ const (
 		"regional and restores into any zone of its region"
 	noVolumeHealth = "Diskplane does not offer the volume health RPCs (GET_VOLUME_HEALTH, " +
 		"LIST_VOLUME_HEALTH, GET_STORAGE_HEALTH), which are alpha in CSI 1.13"
-	noGroupController = "Diskplane has no GroupController service: volume group snapshots are not implemented"
+	noGroupController = "Diskplane serves no GroupController service: it does not offer volume group snapshots"
 	pendingUpstream   = "pending in csi-test itself (XIt): its authors disabled it as fragile; ListVolumes " +
 		"pagination is covered by pkg/driver/controller's list tests and ListSnapshots pagination by the spec " +
 		"\"should return next token when a limited number of entries are requested\""

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/diskplane/diskplane/tests/e2e/poll"
 )
 
 // Bounds of the waits around the upgrade: they only bound a wait; no test
@@ -103,9 +105,9 @@ func TestUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, a := before.Status.ContainerStatuses[0], after.Status.ContainerStatuses[0]
-	if after.UID != before.UID || a.ContainerID != b.ContainerID || a.RestartCount != b.RestartCount || !isReady(after) {
+	if after.UID != before.UID || a.ContainerID != b.ContainerID || a.RestartCount != b.RestartCount || !poll.PodReady(after) {
 		t.Fatalf("pod %s after the upgrade: UID %s container %s restarts %d ready %v; before: UID %s container %s restarts %d",
-			app.Name, after.UID, a.ContainerID, a.RestartCount, isReady(after), before.UID, b.ContainerID, b.RestartCount)
+			app.Name, after.UID, a.ContainerID, a.RestartCount, poll.PodReady(after), before.UID, b.ContainerID, b.RestartCount)
 	}
 	if got := hostMounts(t, before.UID, pvName); !slices.Equal(got, beforeMounts) {
 		t.Fatalf("the kubelet's mounts of volume %s changed during the upgrade:\nbefore %q\nafter  %q", pvName, beforeMounts, got)

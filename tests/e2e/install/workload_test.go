@@ -105,21 +105,12 @@ func podReady(t *testing.T, ns, name string) *corev1.Pod {
 			return false, "", err
 		}
 		pod = p
-		if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
-			return false, "", fmt.Errorf("pod %s ended: %s %s", name, p.Status.Phase, p.Status.Message)
+		if err := poll.PodEnded(p); err != nil {
+			return false, "", err
 		}
-		return isReady(p), string(p.Status.Phase), nil
+		return poll.PodReady(p), string(p.Status.Phase), nil
 	})
 	return pod
-}
-
-func isReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func deletePod(t *testing.T, ns, name string) {

@@ -1,7 +1,8 @@
 // Package poll waits for a condition in Diskplane's end-to-end tests
 // (tests/e2e and tests/e2e/install): a cluster converges on its own time, so
 // a test checks again every second until the state it wants shows up, and a
-// timeout says what the state was last, not just that time ran out.
+// timeout says what the state was last, not just that time ran out. It also
+// holds the pod conditions both suites wait for.
 package poll
 
 import (

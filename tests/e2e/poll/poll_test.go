@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestUntil(t *testing.T) {
@@ -64,6 +67,35 @@ func TestUntil(t *testing.T) {
 				}
 			case err != nil:
 				t.Fatalf("Until = %v, want success", err)
+			}
+		})
+	}
+}
+
+func TestPodReadyAndEnded(t *testing.T) {
+	cond := func(s corev1.ConditionStatus) []corev1.PodCondition {
+		return []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: s}}
+	}
+	tests := []struct {
+		name      string
+		status    corev1.PodStatus
+		wantReady bool
+		wantEnded bool
+	}{
+		{name: "pending, no conditions", status: corev1.PodStatus{Phase: corev1.PodPending}},
+		{name: "running, not ready", status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: cond(corev1.ConditionFalse)}},
+		{name: "running and ready", status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: cond(corev1.ConditionTrue)}, wantReady: true},
+		{name: "failed", status: corev1.PodStatus{Phase: corev1.PodFailed, Message: "OOMKilled"}, wantEnded: true},
+		{name: "succeeded", status: corev1.PodStatus{Phase: corev1.PodSucceeded}, wantEnded: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Status: tc.status}
+			if got := PodReady(p); got != tc.wantReady {
+				t.Errorf("PodReady = %v, want %v", got, tc.wantReady)
+			}
+			if err := PodEnded(p); (err != nil) != tc.wantEnded {
+				t.Errorf("PodEnded = %v, want an error: %v", err, tc.wantEnded)
 			}
 		})
 	}
