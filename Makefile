@@ -98,7 +98,7 @@ image-import:
 
 .PHONY: demo demo-down e2e e2e-external
 
-## demo: build what is missing, bring up a local cluster, the EC2 emulator and Diskplane, run examples/dynamic-provisioning
+## demo: build what is missing, bring up a local cluster and the EC2 emulator, helm install Diskplane from images built here, run examples/dynamic-provisioning
 demo: build
 	hack/e2e/demo.sh
 

@@ -8,7 +8,9 @@
 #   hack/e2e/incluster.sh helm [install]        helm install charts/diskplane
 #   hack/e2e/incluster.sh kustomize [install]   kubectl apply -k hack/e2e/kustomize
 # With "install" it stops after the install step: Diskplane runs in the
-# cluster, ready to try (kubectl apply -f examples/...).
+# cluster, ready to try (kubectl apply -f examples/...). That is make demo's
+# first half; run again, it reuses the cluster and emulator and upgrades the
+# install in place (helm upgrade --install, kubectl apply -k).
 #
 # Steps, each timed and summed up at the end:
 #   cluster    the local cluster (hack/local-cluster), its node registered
@@ -101,8 +103,16 @@ cluster() {
   "$lc_here/build.sh" cluster sidecars
   # A Diskplane host process and an in-cluster one would both register the
   # same driver with the kubelet.
-  ! lc_pid_alive driver-plugin || lc_die "Diskplane runs as a host process (make demo / make e2e); run make demo-down first"
+  ! lc_pid_alive driver-plugin || lc_die "Diskplane runs as a host process (make e2e / make e2e-external); run make demo-down first"
   NODE_TAINTS="$taint:NoExecute" e2e_cluster_up
+  # make demo run again keeps the install it finds (and the node without its
+  # startup taint, which the plugin removed: tainting it again would evict
+  # the pods that use volumes); the suites need a cluster without one.
+  if ((only_install)) && [[ -n $(e2e_installed) ]]; then
+    lc_log "Diskplane is installed already: upgrading it in place"
+    return 0
+  fi
+  e2e_require_not_installed
   # A cluster that was already up has a node registered without the taint:
   # add it, as a node group's launch settings would have.
   if [[ " $(node_taints) " != *" $taint "* ]]; then
@@ -145,15 +155,21 @@ install() {
   case $method in
     helm)
       "$lc_repo/hack/chart/helm.sh" >/dev/null
-      ! lc_helm status "$release" -n "$namespace" >/dev/null 2>&1 ||
+      # The suites test a fresh install; install-only (make demo) takes the
+      # release that is there and upgrades it to this tree's chart.
+      local verb=(install)
+      if ((only_install)); then
+        verb=(upgrade --install)
+      elif lc_helm status "$release" -n "$namespace" >/dev/null 2>&1; then
         lc_die "Helm release $release exists already in $namespace; helm uninstall it or run make demo-down"
-      lc_helm install "$release" "$lc_repo/charts/diskplane" --namespace "$namespace" \
+      fi
+      lc_helm "${verb[@]}" "$release" "$lc_repo/charts/diskplane" --namespace "$namespace" \
         -f "$lc_repo/hack/chart/values-local-cluster.yaml" \
         --set controller.logLevel=4 --set node.logLevel=4 \
         --set "node.additionalArgs={--device-link-dir=$links}"
       ;;
     kustomize)
-      ! lc_kubectl get csidriver "$DRIVER_NAME" >/dev/null 2>&1 ||
+      ((only_install)) || ! lc_kubectl get csidriver "$DRIVER_NAME" >/dev/null 2>&1 ||
         lc_die "CSIDriver $DRIVER_NAME exists already: Diskplane is installed; remove it or run make demo-down"
       lc_kubectl apply -k "$overlay"
       ;;

@@ -99,6 +99,25 @@ e2e_emulator_up() {
     lc_die "the emulator did not start; see $lc_logs/emulator.log"
 }
 
+# e2e_installed prints Diskplane's workloads installed in the cluster (make
+# demo, make e2e-helm, make e2e-kustomize), space-separated; nothing when it
+# is not installed.
+e2e_installed() {
+  local installed
+  installed=$(lc_kubectl get daemonsets,deployments --all-namespaces -l app.kubernetes.io/name=diskplane -o name) ||
+    lc_die "cannot list the cluster's workloads"
+  echo "${installed//$'\n'/ }"
+}
+
+# e2e_require_not_installed fails when Diskplane is installed in the cluster:
+# a host-process plugin would register the same driver with the kubelet
+# beside it, and a fresh install would find the old one's objects.
+e2e_require_not_installed() {
+  local installed
+  installed=$(e2e_installed)
+  [[ -z $installed ]] || lc_die "Diskplane is installed in the cluster ($installed); run make demo-down first"
+}
+
 # e2e_driver_stale succeeds when the running plugin's binary was replaced
 # since it started (make build ran again): it must be restarted to test the
 # new code.

@@ -27,6 +27,7 @@ e2e_require_binaries
 lc_log "building what the local cluster runs, unless built already (the first time from source: about 15 minutes on two cores)"
 "$lc_here/build.sh" "${steps[@]}"
 e2e_cluster_up
+e2e_require_not_installed
 e2e_emulator_up
 e2e_driver_up
 lc_log "cluster, ec2-emulator and Diskplane up in $((SECONDS - start))s"

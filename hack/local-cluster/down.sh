@@ -32,24 +32,43 @@ no_volume_attachments() {
   left=$(lc_kubectl get volumeattachments -o name) && [[ -z $left ]]
 }
 
-# 1. While the kubelet and any CSI driver still run, delete the pods so the
-# kubelet unmounts their volumes and the attach/detach controller detaches
-# them through the driver: that is the clean way for volumes to leave. When
-# driver.sh's plugin was started but has died, volumes cannot leave that way:
-# wait briefly and let steps 3-4 clean up instead.
+# Pods that use a volume a CSI driver must unmount and detach: a claim, a
+# generic ephemeral volume or a CSI inline volume; "namespace name" lines.
+pods_with_volumes() {
+  lc_kubectl get pods --all-namespaces -o jsonpath='{range .items[*]}{.metadata.namespace}{" "}{.metadata.name}{" "}{.spec.volumes[*].persistentVolumeClaim.claimName}{.spec.volumes[*].ephemeral.volumeClaimTemplate.spec.resources.requests.storage}{.spec.volumes[*].csi.driver}{"\n"}{end}' |
+    awk 'NF > 2 { print $1, $2 }'
+}
+no_pods_with_volumes() {
+  local left
+  left=$(pods_with_volumes) && [[ -z $left ]]
+}
+
+# 1. While the kubelet and the CSI drivers still run, delete first the pods
+# that use volumes, so the kubelet unmounts them and the attach/detach
+# controller detaches them through the driver, which is the clean way for
+# volumes to leave; then the rest, a driver installed in the cluster among
+# them. When driver.sh's plugin was started but has died, volumes cannot
+# leave that way: wait briefly and let steps 3-4 clean up instead.
 if lc_pid_alive kube-apiserver && lc_pid_alive kubelet; then
   driver_started=0 driver_alive=0 pod_timeout=60
   compgen -G "$lc_pids/driver-plugin.pid" >/dev/null && driver_started=1
   lc_pid_alive driver-plugin && driver_alive=1
   ((driver_started == 0 || driver_alive == 1)) || pod_timeout=15
-  lc_log "deleting pods"
+  if workloads=$(pods_with_volumes) && [[ -n $workloads ]]; then
+    lc_log "deleting the pods that use volumes"
+    while read -r ns name; do
+      "$(lc_kubectl_path)" --kubeconfig="$lc_kubeconfig" delete pod -n "$ns" "$name" \
+        --grace-period=1 --wait=false >/dev/null 2>&1
+    done <<<"$workloads"
+    lc_wait "pods with volumes gone" "$pod_timeout" no_pods_with_volumes ||
+      lc_log "some pods with volumes did not go away in ${pod_timeout}s; their processes are killed below"
+  fi
+  lc_wait "VolumeAttachments gone" "$pod_timeout" no_volume_attachments ||
+    lc_log "VolumeAttachments remain; their loop devices are detached below"
+  lc_log "deleting the other pods"
   timeout "$pod_timeout" "$(lc_kubectl_path)" --kubeconfig="$lc_kubeconfig" delete pods --all --all-namespaces \
     --grace-period=1 --wait=true >/dev/null 2>&1 ||
     lc_log "some pods did not go away in ${pod_timeout}s; their processes are killed below"
-  if ((driver_alive == 1)); then
-    lc_wait "VolumeAttachments gone" 60 no_volume_attachments ||
-      lc_log "VolumeAttachments remain; their loop devices are detached below"
-  fi
 fi
 
 # 2. Host processes: whatever driver.sh or tests added first (newest first),

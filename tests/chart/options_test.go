@@ -1,6 +1,8 @@
 package chart
 
 import (
+	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // Each option renders what it promises, and nothing breaks the rest: every
@@ -466,5 +469,24 @@ func TestLocalClusterValues(t *testing.T) {
 	node := container(m.node().Spec.Template.Spec, "diskplane")
 	if e := env(node, "AWS_EC2_METADATA_SERVICE_ENDPOINT"); e == nil || !strings.Contains(e.Value, "$(HOST_IP)") {
 		t.Errorf("node IMDS endpoint %+v", e)
+	}
+
+	// make demo installs these values, then a user applies the examples,
+	// examples/dynamic-provisioning's StorageClass among them: kubectl apply
+	// fails on a StorageClass whose immutable fields differ from the live one.
+	raw, err := os.ReadFile("../../examples/dynamic-provisioning/storageclass.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example storagev1.StorageClass
+	if err := yaml.UnmarshalStrict(raw, &example); err != nil {
+		t.Fatalf("examples/dynamic-provisioning/storageclass.yaml: %v", err)
+	}
+	chart := decode[storagev1.StorageClass](m, m.get("StorageClass", example.Name))
+	if chart.Provisioner != example.Provisioner || !maps.Equal(chart.Parameters, example.Parameters) ||
+		*chart.ReclaimPolicy != *example.ReclaimPolicy || *chart.VolumeBindingMode != *example.VolumeBindingMode {
+		t.Errorf("StorageClass %s: the chart makes %s %v %s %s, the example %s %v %s %s; they must agree",
+			example.Name, chart.Provisioner, chart.Parameters, *chart.ReclaimPolicy, *chart.VolumeBindingMode,
+			example.Provisioner, example.Parameters, *example.ReclaimPolicy, *example.VolumeBindingMode)
 	}
 }
