@@ -57,6 +57,13 @@ type Mounter interface {
 	// path does not exist. The node service uses it to publish a
 	// SINGLE_NODE_SINGLE_WRITER volume at one target path only.
 	MountRefs(path string) ([]string, error)
+	// MountedReadOnly reports whether the topmost mount at path is
+	// read-only for this mount point (a bind mount remounted ro, or a
+	// filesystem mounted ro). The node service compares it with a repeated
+	// NodePublishVolume's request: a publication that differs in that is
+	// not the one asked for. It fails with errors.Is(err, fs.ErrNotExist)
+	// when nothing is mounted at path.
+	MountedReadOnly(path string) (bool, error)
 	// FormatAndMount mounts device at target as fsType. A device that holds
 	// nothing is formatted first with mkfsArgs added to mkfs's command line;
 	// a device that holds fsType is mounted as it is; a device holding

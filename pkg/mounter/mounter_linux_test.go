@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -345,6 +346,60 @@ func TestMountRefs(t *testing.T) {
 			want := slices.Sorted(slices.Values(tc.want))
 			if !slices.Equal(got, want) {
 				t.Fatalf("MountRefs(%s) = %q, want %q", tc.path, got, want)
+			}
+		})
+	}
+}
+
+// TestMountedReadOnly checks that a bind mount's own read-only state is
+// read, not the staged filesystem's, for a directory and for a block
+// device's file, and that a path nothing is mounted at is "not exist".
+func TestMountedReadOnly(t *testing.T) {
+	r := newRig(t)
+	dev := r.find(r.volume(64 * mib))
+	stage := r.mountPoint("stage")
+	if err := r.m.FormatAndMount(dev, stage, "ext4", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	rw, ro := r.mountPoint("rw"), r.mountPoint("ro")
+	if err := r.m.BindMount(stage, rw, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.m.BindMount(stage, ro, []string{"ro"}); err != nil {
+		t.Fatal(err)
+	}
+	block := filepath.Join(r.dir, "pod", "dev", "block")
+	if err := r.m.MakeFile(block); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.m.CleanupMountPoint(block) })
+	if err := r.m.BindMount(dev, block, []string{"ro"}); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name, path string
+		want       bool
+		missing    bool
+	}{
+		{name: "staged filesystem", path: stage},
+		{name: "read-write bind mount", path: rw},
+		{name: "read-only bind mount of a read-write filesystem", path: ro, want: true},
+		{name: "read-only bind mount of a device node", path: block, want: true},
+		{name: "a directory nothing is mounted at", path: r.mountPoint("unused"), missing: true},
+		{name: "a missing path", path: filepath.Join(r.dir, "missing"), missing: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := r.m.MountedReadOnly(tc.path)
+			if tc.missing {
+				if !errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("MountedReadOnly(%s) = %t, %v; want fs.ErrNotExist", tc.path, got, err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("MountedReadOnly(%s) = %t, %v; want %t", tc.path, got, err, tc.want)
 			}
 		})
 	}

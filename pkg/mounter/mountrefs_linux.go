@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 
 	"golang.org/x/sys/unix"
 	mountutils "k8s.io/mount-utils"
@@ -40,6 +41,34 @@ func (m *linuxMounter) MountRefs(path string) ([]string, error) {
 		return deviceNodeRefs(mounts, st), nil
 	}
 	return filesystemRefs(mounts, real), nil
+}
+
+func (m *linuxMounter) MountedReadOnly(path string) (bool, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return false, err
+	}
+	mounts, err := mountutils.ParseMountInfo(mountInfoPath)
+	if err != nil {
+		return false, fmt.Errorf("read the mount table: %w", err)
+	}
+	return mountedReadOnly(mounts, real)
+}
+
+// mountedReadOnly reads the per-mount options of the topmost mount at
+// mountPoint: a bind mount's "ro" is there, whatever the filesystem's own
+// (super block) options say.
+func mountedReadOnly(mounts []mountutils.MountInfo, mountPoint string) (bool, error) {
+	at := -1
+	for i, mi := range mounts {
+		if mi.MountPoint == mountPoint {
+			at = i // the last one is on top
+		}
+	}
+	if at < 0 {
+		return false, fmt.Errorf("nothing is mounted at %s: %w", mountPoint, fs.ErrNotExist)
+	}
+	return slices.Contains(mounts[at].MountOptions, "ro"), nil
 }
 
 // filesystemRefs lists the other mounts of what is mounted at mountPoint:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -187,6 +188,19 @@ func (f *fakeOS) MountRefs(path string) ([]string, error) {
 		}
 	}
 	return refs, nil
+}
+
+func (f *fakeOS) MountedReadOnly(path string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.failOn["MountedReadOnly"]; err != nil {
+		return false, err
+	}
+	m, ok := f.mounts[path]
+	if !ok {
+		return false, &os.PathError{Op: "mountinfo", Path: path, Err: fs.ErrNotExist}
+	}
+	return slices.Contains(m.options, "ro"), nil
 }
 
 func (f *fakeOS) FormatAndMount(device, target, fsType string, mkfsArgs, mountOptions []string) error {

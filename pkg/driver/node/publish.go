@@ -20,7 +20,8 @@ import (
 // staged filesystem onto the target directory, or, for a block volume, the
 // verified device node onto a file at the target, read-only when the request
 // or a reader-only access mode says so. A target that is already mounted
-// means the volume is published; a corrupted one is made again.
+// means the volume is published, if it is as read-only as asked; a
+// corrupted one is made again.
 func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	volumeID, target, staging := req.GetVolumeId(), req.GetTargetPath(), req.GetStagingTargetPath()
 	if err := checkVolumeID(volumeID); err != nil {
@@ -64,6 +65,9 @@ func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVol
 		return nil, err
 	}
 	if mounted {
+		if err := s.checkSamePublication(volumeID, target, options); err != nil {
+			return nil, err
+		}
 		klog.V(4).InfoS("Volume already published", "volumeID", volumeID, "targetPath", target)
 		return &csi.NodePublishVolumeResponse{}, nil
 	}
@@ -90,6 +94,9 @@ func (s *Service) publishBlock(ctx context.Context, req *csi.NodePublishVolumeRe
 		return nil, err
 	}
 	if mounted {
+		if err := s.checkSamePublication(volumeID, target, options); err != nil {
+			return nil, err
+		}
 		klog.V(4).InfoS("Block volume already published", "volumeID", volumeID, "targetPath", target)
 		return &csi.NodePublishVolumeResponse{}, nil
 	}
@@ -98,6 +105,25 @@ func (s *Service) publishBlock(ctx context.Context, req *csi.NodePublishVolumeRe
 	}
 	klog.V(2).InfoS("Published block volume", "volumeID", volumeID, "device", device, "targetPath", target, "readOnly", slices.Contains(options, "ro"))
 	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// checkSamePublication answers a NodePublishVolume whose target is mounted
+// already. A repeat of the same publication succeeds again; one that asks
+// for the other read-only state is ALREADY_EXISTS, as the spec says for a
+// volume published at the target with an incompatible readonly flag:
+// answering OK would leave a pod writing to what it asked to be read-only,
+// or failing writes it was promised.
+func (s *Service) checkSamePublication(volumeID, target string, options []string) error {
+	readOnly, err := s.os.MountedReadOnly(target)
+	if err != nil {
+		return status.Errorf(codes.Internal, "check how volume %s is published at %s: %v", volumeID, target, err)
+	}
+	if want := slices.Contains(options, "ro"); readOnly != want {
+		return status.Errorf(codes.AlreadyExists,
+			"volume %s is published at %s with read-only %t, and this request asks for read-only %t; unpublish it first",
+			volumeID, target, readOnly, want)
+	}
+	return nil
 }
 
 // checkSingleWriter refuses to publish a SINGLE_NODE_SINGLE_WRITER volume

@@ -69,6 +69,54 @@ func TestNodePublishVolume(t *testing.T) {
 			req: func() *csi.NodePublishVolumeRequest { return publishReq(mountCap("ext4")) },
 		},
 		{
+			name: "already published read-only: the read-only repeat succeeds",
+			setup: func(f *fakeOS) {
+				staged(f)
+				f.paths[target] = "dir"
+				f.mounts[target] = fakeMount{source: staging, options: []string{"ro"}}
+			},
+			req: func() *csi.NodePublishVolumeRequest {
+				r := publishReq(mountCap("ext4"))
+				r.Readonly = true
+				return r
+			},
+		},
+		{
+			name: "already published read-write, asked read-only: already exists, nothing touched",
+			setup: func(f *fakeOS) {
+				staged(f)
+				f.paths[target] = "dir"
+				f.mounts[target] = fakeMount{source: staging}
+			},
+			req: func() *csi.NodePublishVolumeRequest {
+				r := publishReq(mountCap("ext4"))
+				r.Readonly = true
+				return r
+			},
+			code: codes.AlreadyExists,
+		},
+		{
+			name: "already published read-only, asked read-write: already exists",
+			setup: func(f *fakeOS) {
+				staged(f)
+				f.paths[target] = "dir"
+				f.mounts[target] = fakeMount{source: staging, options: []string{"ro"}}
+			},
+			req:  func() *csi.NodePublishVolumeRequest { return publishReq(mountCap("ext4")) },
+			code: codes.AlreadyExists,
+		},
+		{
+			name: "already published, its mount options unreadable",
+			setup: func(f *fakeOS) {
+				staged(f)
+				f.paths[target] = "dir"
+				f.mounts[target] = fakeMount{source: staging}
+				f.failOn["MountedReadOnly"] = errors.New("mountinfo unreadable")
+			},
+			req:  func() *csi.NodePublishVolumeRequest { return publishReq(mountCap("ext4")) },
+			code: codes.Internal,
+		},
+		{
 			name: "corrupted target mount is unmounted and bound again",
 			setup: func(f *fakeOS) {
 				staged(f)
@@ -133,6 +181,17 @@ func TestNodePublishVolume(t *testing.T) {
 				f.mounts[target] = fakeMount{source: volDev}
 			},
 			req: func() *csi.NodePublishVolumeRequest { return publishReq(blockCap()) },
+		},
+		{
+			name: "block already published read-write, asked by a reader-only mode: already exists",
+			setup: func(f *fakeOS) {
+				f.paths[target] = "file"
+				f.mounts[target] = fakeMount{source: volDev}
+			},
+			req: func() *csi.NodePublishVolumeRequest {
+				return publishReq(withMode(blockCap(), csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY))
+			},
+			code: codes.AlreadyExists,
 		},
 		{
 			name: "bind mount failure",
