@@ -27,7 +27,8 @@ type loopStore struct {
 // when empty; tests pass a private directory). It needs root and the loop
 // driver (Linux 5.8 or later) and fails at once without them. It removes
 // half-written images a crash left behind; call Reconcile next to bring the
-// loop devices in line with the model.
+// loop devices in line with the model, then RemoveUnknownImages when the
+// model's saved state speaks for the data directory.
 func NewLoopStore(dataDir, linkDir string) (Store, error) {
 	if linkDir == "" {
 		linkDir = DefaultLinkDir

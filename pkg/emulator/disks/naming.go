@@ -51,6 +51,21 @@ func validateSnapshotID(id string) error {
 	return nil
 }
 
+// knownImageIDs is the set of volume and snapshot IDs a caller says it
+// knows. One malformed ID fails the whole set: a caller that passes one has
+// a bug, and deciding which images are unknown from its list could remove
+// one it does know.
+func knownImageIDs(ids []string) (map[string]bool, error) {
+	known := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if !volumeIDPattern.MatchString(id) && !snapshotIDPattern.MatchString(id) {
+			return nil, fmt.Errorf("invalid volume or snapshot ID %q", id)
+		}
+		known[id] = true
+	}
+	return known, nil
+}
+
 // validateSize rejects sizes a block device cannot have.
 func validateSize(sizeBytes int64) error {
 	if sizeBytes <= 0 || sizeBytes%sectorSize != 0 {

@@ -1,6 +1,10 @@
 package disks
 
-import "testing"
+import (
+	"maps"
+	"slices"
+	"testing"
+)
 
 func TestLinkName(t *testing.T) {
 	tests := []struct {
@@ -45,6 +49,39 @@ func TestValidation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if (tc.err != nil) != tc.wantErr {
 				t.Fatalf("error = %v, want error: %v", tc.err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestKnownImageIDs(t *testing.T) {
+	tests := []struct {
+		name    string
+		ids     []string
+		want    []string
+		wantErr bool
+	}{
+		{name: "none", ids: nil, want: []string{}},
+		{name: "volumes and snapshots", ids: []string{"vol-1a", "snap-2b", "vol-1a"}, want: []string{"snap-2b", "vol-1a"}},
+		{name: "an instance ID", ids: []string{"vol-1a", "i-0123"}, wantErr: true},
+		{name: "a path", ids: []string{"snap-1/../../x"}, wantErr: true},
+		{name: "an image name", ids: []string{"vol-1a.img"}, wantErr: true},
+		{name: "empty", ids: []string{""}, wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			known, err := knownImageIDs(tc.ids)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error = %v, want error: %v", err, tc.wantErr)
+			}
+			if tc.wantErr {
+				if known != nil {
+					t.Fatalf("a failed call returned IDs %v", known)
+				}
+				return
+			}
+			if got := slices.Sorted(maps.Keys(known)); !slices.Equal(got, tc.want) {
+				t.Fatalf("known = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -37,7 +37,6 @@ func activeDevice(t *testing.T, s *loopStore, volumeID string) string {
 
 func TestReconcileAfterRestart(t *testing.T) {
 	s, linkDir := newRootStore(t)
-	const volD = "vol-0000000000000000d"
 	for _, id := range []string{volA, volB, volC, volD} {
 		if err := s.CreateVolume(id, 8*mib); err != nil {
 			t.Fatal(err)

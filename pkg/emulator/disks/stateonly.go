@@ -53,3 +53,13 @@ func (stateOnlyStore) Reconcile(attachedVolumeIDs []string) error {
 	}
 	return errors.Join(errs...)
 }
+
+func (stateOnlyStore) UnknownImages(knownIDs []string) ([]string, error) {
+	_, err := knownImageIDs(knownIDs)
+	return nil, err
+}
+
+func (stateOnlyStore) RemoveUnknownImages(_ string, knownIDs []string) ([]string, error) {
+	_, err := knownImageIDs(knownIDs)
+	return nil, err
+}

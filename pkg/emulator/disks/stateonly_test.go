@@ -2,6 +2,7 @@ package disks
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -12,6 +13,13 @@ func TestStateOnlyStore(t *testing.T) {
 		dev, err := s.Attach(id)
 		if dev != "" {
 			return errors.New("state-only Attach returned a device: " + dev)
+		}
+		return err
+	}
+	// The store holds no images, so none is ever unknown or removed.
+	noImages := func(ids []string, err error) error {
+		if len(ids) != 0 {
+			return errors.New("state-only store reported images: " + strings.Join(ids, ","))
 		}
 		return err
 	}
@@ -38,6 +46,10 @@ func TestStateOnlyStore(t *testing.T) {
 		{name: "force detach", call: func() error { return s.Detach(vol, true) }},
 		{name: "reconcile", call: func() error { return s.Reconcile([]string{vol, vol2}) }},
 		{name: "reconcile bad ID", call: func() error { return s.Reconcile([]string{vol, "x"}) }, wantErr: true},
+		{name: "unknown images", call: func() error { return noImages(s.UnknownImages([]string{vol, snap})) }},
+		{name: "unknown images with a bad known ID", call: func() error { return noImages(s.UnknownImages([]string{vol, "vol-../x"})) }, wantErr: true},
+		{name: "remove unknown images", call: func() error { return noImages(s.RemoveUnknownImages("/nonexistent", []string{vol, snap})) }},
+		{name: "remove unknown images with a bad known ID", call: func() error { return noImages(s.RemoveUnknownImages("", []string{"snap_1"})) }, wantErr: true},
 		{name: "delete snapshot", call: func() error { return s.DeleteSnapshot(snap) }},
 		{name: "delete volume", call: func() error { return s.DeleteVolume(vol) }},
 		{name: "delete bad ID", call: func() error { return s.DeleteVolume("") }, wantErr: true},

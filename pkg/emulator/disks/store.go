@@ -50,4 +50,21 @@ type Store interface {
 	// attached to this host: it re-creates missing loop devices and links for
 	// them and removes the ones the store made for any other volume.
 	Reconcile(attachedVolumeIDs []string) error
+	// UnknownImages lists, sorted, the volume and snapshot IDs whose images
+	// the store holds although knownIDs does not name them. A crash after
+	// the store made an image and before the model saved the state naming it
+	// leaves such an image, and the client's retry makes a new ID, so nothing
+	// would ever use or remove it. The model lists them at start-up to warn
+	// about them when it cannot tell leftovers from someone else's data.
+	UnknownImages(knownIDs []string) ([]string, error)
+	// RemoveUnknownImages removes the images UnknownImages lists and returns
+	// the IDs it removed, sorted, so that a crash costs no disk space for
+	// good. dataDir is the directory whose saved state knownIDs come from:
+	// that state is the authority only over images in that directory, so a
+	// store whose images live elsewhere fails and removes nothing. An image
+	// a loop device still uses (a lazily detached, still mounted device) is
+	// kept and logged until a later call finds it free. It is meant for
+	// start-up, after Reconcile, when the model is the store's only user; it
+	// carries on past errors and returns them with what it did remove.
+	RemoveUnknownImages(dataDir string, knownIDs []string) (removed []string, err error)
 }

@@ -50,8 +50,9 @@ type Cloud struct {
 
 // New builds the cloud: it loads the saved state from cfg.DataDir (if any),
 // declares the configured instances, reconciles the disk store with the
-// volumes attached to the local instance and starts the background loop.
-// Close stops it.
+// volumes attached to the local instance, saves the state, removes the
+// images a crash left that the saved state does not name (see
+// removeUnknownImages) and starts the background loop. Close stops it.
 func New(cfg Config) (*Cloud, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -67,7 +68,7 @@ func New(cfg Config) (*Cloud, error) {
 	if cfg.DataDir != "" {
 		c.persist = newPersister(cfg.DataDir, c.snapshotState)
 	}
-	st, err := c.load()
+	st, stateFromFile, err := c.load()
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +83,7 @@ func New(cfg Config) (*Cloud, error) {
 	if err := c.save(); err != nil {
 		return nil, err
 	}
+	c.removeUnknownImages(stateFromFile)
 	go c.loop()
 	klog.V(2).InfoS("Emulated cloud ready", "region", cfg.Region, "instances", len(c.st.Instances),
 		"volumes", len(c.st.Volumes), "snapshots", len(c.st.Snapshots), "dataDir", cfg.DataDir)

@@ -87,7 +87,10 @@ type Config struct {
 	// Store holds the volumes' bytes. Required.
 	Store disks.Store
 	// DataDir is where the state is saved after every change and loaded from
-	// at start; empty keeps the state in memory only.
+	// at start; empty keeps the state in memory only. A store that keeps
+	// files must keep them here: at start the saved state decides which of
+	// its images are a crash's leftovers, and the store removes none unless
+	// its images live in this directory.
 	DataDir string
 	// Latencies are the durations of the asynchronous state changes.
 	Latencies Latencies

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -45,6 +46,10 @@ type fakeStore struct {
 	failNext   map[string]error
 	reconciled [][]string
 	nextLoop   int
+	// listedUnknown counts UnknownImages calls; removeCalls records the
+	// state directory of every RemoveUnknownImages call.
+	listedUnknown int
+	removeCalls   []string
 }
 
 func newFakeStore() *fakeStore {
@@ -176,6 +181,50 @@ func (s *fakeStore) Reconcile(ids []string) error {
 	defer s.mu.Unlock()
 	s.reconciled = append(s.reconciled, append([]string(nil), ids...))
 	return nil
+}
+
+func (s *fakeStore) UnknownImages(known []string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listedUnknown++
+	return s.unknownLocked(known), nil
+}
+
+func (s *fakeStore) RemoveUnknownImages(dataDir string, known []string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removeCalls = append(s.removeCalls, dataDir)
+	if err := s.injected("RemoveUnknownImages"); err != nil {
+		return nil, err
+	}
+	unknown := s.unknownLocked(known)
+	for _, id := range unknown {
+		delete(s.volumes, id)
+		delete(s.snapshots, id)
+	}
+	return unknown, nil
+}
+
+// unknownLocked lists, sorted, the volumes and snapshots the store holds
+// that known does not name.
+func (s *fakeStore) unknownLocked(known []string) []string {
+	var unknown []string
+	for _, m := range []map[string]int64{s.volumes, s.snapshots} {
+		for id := range m {
+			if !slices.Contains(known, id) {
+				unknown = append(unknown, id)
+			}
+		}
+	}
+	slices.Sort(unknown)
+	return unknown
+}
+
+// holds lists, sorted, every volume and snapshot the store holds.
+func (s *fakeStore) holds() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unknownLocked(nil)
 }
 
 func (s *fakeStore) isAttached(id string) bool {

@@ -66,27 +66,29 @@ func (st *state) marshal() ([]byte, error) {
 	return b, nil
 }
 
-// load reads the saved state, or starts empty when there is none.
-func (c *Cloud) load() (*state, error) {
+// load reads the saved state, or starts empty when there is none; fromFile
+// tells which, because only a saved state is the authority over what the
+// data directory holds.
+func (c *Cloud) load() (st *state, fromFile bool, err error) {
 	if c.persist == nil {
-		return newState(), nil
+		return newState(), false, nil
 	}
 	if err := removeTornWrites(filepath.Dir(c.persist.path)); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	b, err := os.ReadFile(c.persist.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return newState(), nil
+		return newState(), false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read emulator state: %w", err)
+		return nil, false, fmt.Errorf("read emulator state: %w", err)
 	}
-	st := newState()
+	st = newState()
 	if err := json.Unmarshal(b, st); err != nil {
-		return nil, fmt.Errorf("decode emulator state %s: %w", c.persist.path, err)
+		return nil, false, fmt.Errorf("decode emulator state %s: %w", c.persist.path, err)
 	}
 	if st.Version != stateVersion {
-		return nil, fmt.Errorf("emulator state %s has format version %d, this build reads %d", c.persist.path, st.Version, stateVersion)
+		return nil, false, fmt.Errorf("emulator state %s has format version %d, this build reads %d", c.persist.path, st.Version, stateVersion)
 	}
 	// Maps missing from the file decode as nil; give them back their empty
 	// values so the rest of the model never checks.
@@ -109,7 +111,7 @@ func (c *Cloud) load() (*state, error) {
 	if st.Tokens == nil {
 		st.Tokens = fresh.Tokens
 	}
-	return st, nil
+	return st, true, nil
 }
 
 // persister writes the state atomically: a temporary file in the same

@@ -130,9 +130,9 @@ func TestConcurrentWritesAllLand(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Every acknowledged create is on disk.
-	st, err := (&Cloud{persist: newPersister(dir, nil)}).load()
-	if err != nil {
-		t.Fatal(err)
+	st, fromFile, err := (&Cloud{persist: newPersister(dir, nil)}).load()
+	if err != nil || !fromFile {
+		t.Fatalf("load = from file %v, %v; want the saved state", fromFile, err)
 	}
 	for _, id := range ids {
 		if st.Volumes[id] == nil {
