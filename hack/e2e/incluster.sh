@@ -26,6 +26,9 @@
 #   e2e        the tests/e2e suite, unchanged, against the in-cluster driver
 #   upgrade    (helm) TestUpgrade: helm upgrade with other values rolls the
 #              controller and the node plugin under a pod that keeps its volume
+#   failover   TestLeaderFailover: two controller replicas; the leader evicted,
+#              the PodDisruptionBudget refuses the second eviction, the leases
+#              move, the new leaders provision and attach
 #   uninstall  TestUninstall: helm uninstall / kubectl delete -k, then no
 #              object of Diskplane is left
 # A failing e2e suite does not stop the upgrade and uninstall steps; any
@@ -64,9 +67,12 @@ lc_helm() { "$helm" --kubeconfig "$lc_kubeconfig" "$@"; }
 
 summary=()
 failed=0
-# step NAME CMD... runs CMD in a subshell with errexit (so that a failing
-# command or lc_die ends the step, not the script), timing it; a failure is
-# recorded and returned.
+# step NAME CMD... runs CMD in a subshell with errexit (so that any failing
+# command or lc_die ends the step, not the script), timing it, and records
+# the outcome in the summary and in step_ok (1 or 0). Call it as a plain
+# command, never inside a condition (if, ||, &&, !): bash ignores errexit in
+# everything a condition runs, subshells included, so a command failing in
+# the middle of CMD would go unnoticed (a failed image build once did).
 step() {
   local name=$1 start=$SECONDS rc
   shift
@@ -80,11 +86,11 @@ step() {
   set -e
   if ((rc == 0)); then
     summary+=("PASS $name ($((SECONDS - start))s)")
+    step_ok=1
   else
     summary+=("FAIL $name ($((SECONDS - start))s)")
-    failed=1
+    failed=1 step_ok=0
   fi
-  return "$rc"
 }
 finish() {
   echo
@@ -188,18 +194,19 @@ go_test() {
     CGO_ENABLED=1 go test -race -tags "$tags" $E2E_FLAGS "$@")
 }
 
-step cluster cluster || finish
-step emulator emulator || finish
-step images images || finish
-step install install || finish
+for s in cluster emulator images install; do
+  step "$s" "$s"
+  ((step_ok)) || finish
+done
 if ((only_install)); then
   lc_log "Diskplane runs in the cluster. export KUBECONFIG=$lc_kubeconfig PATH=$lc_bin:\$PATH; make demo-down removes everything"
   finish
 fi
-step installed go_test e2e_install -run '^TestInstalled$' ./tests/e2e/install || true
-step e2e go_test e2e ./tests/e2e/... || true
+step installed go_test e2e_install -run '^TestInstalled$' ./tests/e2e/install
+step e2e go_test e2e ./tests/e2e/...
 if [[ $method == helm ]]; then
-  step upgrade go_test e2e_install -run '^TestUpgrade$' ./tests/e2e/install || true
+  step upgrade go_test e2e_install -run '^TestUpgrade$' ./tests/e2e/install
 fi
-step uninstall go_test e2e_install -run '^TestUninstall$' ./tests/e2e/install || true
+step failover go_test e2e_install -run '^TestLeaderFailover$' ./tests/e2e/install
+step uninstall go_test e2e_install -run '^TestUninstall$' ./tests/e2e/install
 finish

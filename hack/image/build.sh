@@ -32,6 +32,12 @@ fi
 gomodcache=$(go env GOMODCACHE)
 gocache=$(go env GOCACHE)
 mkdir -p "$gomodcache" "$gocache"
+# Every module of go.mod into that cache first, with this machine's Go
+# settings and certificate authorities: the builder's own `go mod download`
+# then finds them all and needs no network, which the container would reach
+# without the machine's proxy settings and CAs (a fresh cache failed there
+# with "x509: certificate signed by unknown authority").
+(cd "$img_repo" && go mod download)
 
 start=$SECONDS
 img_log "building $IMAGE ($VERSION) from Dockerfile"
