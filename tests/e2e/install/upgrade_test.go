@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -43,24 +42,13 @@ func TestUpgrade(t *testing.T) {
 	class := releaseStorageClass(t)
 	ns := newNamespace(t, "install-upgrade")
 	marker := "diskplane-upgrade-" + ns
-	claim := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "data"},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: &class,
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceStorage: resource.MustParse("4Gi")}},
-		},
-	}
-	if _, err := env.client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createClaim(t, ns, class, "4Gi")
 	app := writerPod(marker)
 	if _, err := env.client.CoreV1().Pods(ns).Create(ctx, app, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	before := podReady(t, ns, app.Name)
-	pvName := boundVolume(t, ns, claim.Name)
+	pvName := boundVolume(t, ns, "data")
 	beforeMounts := hostMounts(t, before.UID, pvName)
 	if len(beforeMounts) == 0 {
 		t.Fatalf("no mount of volume %s for pod %s on this host (do the tests run on the node?)", pvName, before.Name)

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/diskplane/diskplane/tests/e2e/poll"
@@ -73,8 +75,66 @@ func deleteNamespace(t *testing.T, ns string) {
 	}
 }
 
-// writerPod writes the marker to /data/before when it starts (unless the
-// file is there) and then waits; it stops at once on SIGTERM.
+// claimStorageClass returns a StorageClass of the driver for the test's
+// claims: one the installation made (the chart's values can list some), or
+// else, as after a kustomize install of the base, which makes none, one
+// the test makes and deletes when it ends. Call it before newNamespace, so
+// that the class outlives the claims.
+func claimStorageClass(t *testing.T) string {
+	t.Helper()
+	list, err := env.client.StorageV1().StorageClasses().List(t.Context(), metav1.ListOptions{LabelSelector: appSelector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range list.Items {
+		if sc.Provisioner == env.driverName {
+			return sc.Name
+		}
+	}
+	b := make([]byte, 3)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	wait := storagev1.VolumeBindingWaitForFirstConsumer
+	sc := &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: "diskplane-install-" + hex.EncodeToString(b)},
+		Provisioner:       env.driverName,
+		Parameters:        map[string]string{"type": "gp3"},
+		VolumeBindingMode: &wait,
+	}
+	if _, err := env.client.StorageV1().StorageClasses().Create(t.Context(), sc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		err := env.client.StorageV1().StorageClasses().Delete(context.Background(), sc.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleanup: delete StorageClass %s: %v", sc.Name, err)
+		}
+	})
+	return sc.Name
+}
+
+// createClaim creates the claim "data" of size in the namespace, of the
+// StorageClass class, for writerPod.
+func createClaim(t *testing.T, ns, class, size string) {
+	t.Helper()
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &class,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: resource.MustParse(size)}},
+		},
+	}
+	if _, err := env.client.CoreV1().PersistentVolumeClaims(ns).Create(t.Context(), claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writerPod, named app, mounts the claim "data" at /data, writes the marker
+// to /data/before when it starts (unless the file is there) and then waits;
+// it stops at once on SIGTERM.
 func writerPod(marker string) *corev1.Pod {
 	grace := int64(1)
 	return &corev1.Pod{
