@@ -52,7 +52,8 @@ type Cloud struct {
 // declares the configured instances, reconciles the disk store with the
 // volumes attached to the local instance, saves the state, removes the
 // images a crash left that the saved state does not name (see
-// removeUnknownImages) and starts the background loop. Close stops it.
+// removeUnknownImages; a new state keeps the images it finds instead, see
+// keepImagesFound) and starts the background loop. Close stops it.
 func New(cfg Config) (*Cloud, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -79,11 +80,16 @@ func New(cfg Config) (*Cloud, error) {
 	if err := c.reconcileHost(); err != nil {
 		return nil, err
 	}
+	if !stateFromFile {
+		c.keepImagesFound()
+	}
 	c.dirty = true
 	if err := c.save(); err != nil {
 		return nil, err
 	}
-	c.removeUnknownImages(stateFromFile)
+	if stateFromFile {
+		c.removeUnknownImages()
+	}
 	go c.loop()
 	klog.V(2).InfoS("Emulated cloud ready", "region", cfg.Region, "instances", len(c.st.Instances),
 		"volumes", len(c.st.Volumes), "snapshots", len(c.st.Snapshots), "dataDir", cfg.DataDir)

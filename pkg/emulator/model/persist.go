@@ -32,6 +32,10 @@ type state struct {
 	ModificationStarts map[string][]time.Time `json:"modificationStarts,omitempty"`
 	// Tokens are the ClientTokens of idempotent creations.
 	Tokens map[string]*clientToken `json:"tokens"`
+	// KeptImages are the IDs of images the data directory held when this
+	// state began without a state file: they may be someone's data, so the
+	// model never counts them as a crash's leftovers (removeUnknownImages).
+	KeptImages []string `json:"keptImages,omitempty"`
 }
 
 // clientToken remembers what an idempotent request asked for and what it

@@ -180,6 +180,21 @@ func TestUnknownImagesAtStart(t *testing.T) {
 			if tc.inMemory && store.listedUnknown != 0 {
 				t.Errorf("an in-memory cloud listed the store's images %d times", store.listedUnknown)
 			}
+
+			// Images kept once stay kept: the next start loads the state
+			// this one saved, which must not take them for leftovers.
+			if tc.wantWarned > 0 {
+				if err := tc2.Close(); err != nil {
+					t.Fatal(err)
+				}
+				newTestCloud(t, Config{DataDir: dir, Store: store})
+				again := store.holds()
+				for _, id := range before {
+					if !slices.Contains(again, id) {
+						t.Errorf("the next start removed %s, which the first kept", id)
+					}
+				}
+			}
 		})
 	}
 }
