@@ -59,32 +59,32 @@ func (m *linuxMounter) MountedReadOnly(path string) (bool, error) {
 // mountPoint: a bind mount's "ro" is there, whatever the filesystem's own
 // (super block) options say.
 func mountedReadOnly(mounts []mountutils.MountInfo, mountPoint string) (bool, error) {
-	at := -1
-	for i, mi := range mounts {
-		if mi.MountPoint == mountPoint {
-			at = i // the last one is on top
-		}
-	}
-	if at < 0 {
+	top, ok := topMount(mounts, mountPoint)
+	if !ok {
 		return false, fmt.Errorf("nothing is mounted at %s: %w", mountPoint, fs.ErrNotExist)
 	}
-	return slices.Contains(mounts[at].MountOptions, "ro"), nil
+	return slices.Contains(top.MountOptions, "ro"), nil
+}
+
+// topMount is the mount at mountPoint that the path shows: the table lists
+// mounts in the order they were made, so the last one is on top.
+func topMount(mounts []mountutils.MountInfo, mountPoint string) (mountutils.MountInfo, bool) {
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if mounts[i].MountPoint == mountPoint {
+			return mounts[i], true
+		}
+	}
+	return mountutils.MountInfo{}, false
 }
 
 // filesystemRefs lists the other mounts of what is mounted at mountPoint:
 // the same filesystem (device numbers) and the same directory of it (root).
 // A path nothing is mounted at has none.
 func filesystemRefs(mounts []mountutils.MountInfo, mountPoint string) []string {
-	at := -1
-	for i, mi := range mounts {
-		if mi.MountPoint == mountPoint {
-			at = i // the last one is on top
-		}
-	}
-	if at < 0 {
+	top, ok := topMount(mounts, mountPoint)
+	if !ok {
 		return nil
 	}
-	top := mounts[at]
 	var refs []string
 	for _, mi := range mounts {
 		if mi.ID != top.ID && mi.Major == top.Major && mi.Minor == top.Minor && mi.Root == top.Root {

@@ -30,7 +30,10 @@ var controllerSidecars = []string{"csi-provisioner", "csi-attacher", "csi-resize
 func TestLeaderFailover(t *testing.T) {
 	ctx := t.Context()
 	scaleController(t, 2)
-	pods := controllerPods(t)
+	pods, err := controllerPods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(pods) != 2 {
 		t.Fatalf("%d controller pods run, want 2", len(pods))
 	}
@@ -69,7 +72,7 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	waitFor(t, "every lease of "+leader+" held by another replica", rolloutTimeout,
 		func(ctx context.Context) (bool, string, error) {
-			now, err := controllerPodsNow(ctx)
+			now, err := controllerPods(ctx)
 			if err != nil {
 				return false, "", err
 			}
@@ -117,16 +120,7 @@ func scaleController(t *testing.T, replicas int) {
 }
 
 // controllerPods names the controller's pods that are not being deleted.
-func controllerPods(t *testing.T) []string {
-	t.Helper()
-	pods, err := controllerPodsNow(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pods
-}
-
-func controllerPodsNow(ctx context.Context) ([]string, error) {
+func controllerPods(ctx context.Context) ([]string, error) {
 	list, err := env.client.CoreV1().Pods(env.namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: appSelector + ",app.kubernetes.io/component=controller"})
 	if err != nil {

@@ -176,8 +176,18 @@ func containerArgs(spec corev1.PodSpec, name string) []string {
 // (hack/chart/values-local-cluster.yaml makes diskplane-gp3).
 func releaseStorageClass(t *testing.T) string {
 	t.Helper()
-	list, err := env.client.StorageV1().StorageClasses().List(t.Context(), metav1.ListOptions{
-		LabelSelector: appSelector + ",app.kubernetes.io/instance=" + env.release})
+	name := driverStorageClass(t, appSelector+",app.kubernetes.io/instance="+env.release)
+	if name == "" {
+		t.Fatalf("release %s made no StorageClass of %s; install it with storageClasses (values-local-cluster.yaml has one)", env.release, env.driverName)
+	}
+	return name
+}
+
+// driverStorageClass names a StorageClass of the driver among those the
+// label selector selects, or "" when there is none.
+func driverStorageClass(t *testing.T, selector string) string {
+	t.Helper()
+	list, err := env.client.StorageV1().StorageClasses().List(t.Context(), metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +196,6 @@ func releaseStorageClass(t *testing.T) string {
 			return sc.Name
 		}
 	}
-	t.Fatalf("release %s made no StorageClass of %s; install it with storageClasses (values-local-cluster.yaml has one)", env.release, env.driverName)
 	return ""
 }
 

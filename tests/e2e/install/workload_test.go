@@ -19,15 +19,21 @@ import (
 	"github.com/diskplane/diskplane/tests/e2e/poll"
 )
 
-// newNamespace creates a namespace for the test and deletes it, with the
-// claims in it and their volumes, when the test ends.
-func newNamespace(t *testing.T, prefix string) string {
+// uniqueName is prefix with a random suffix, for objects of one test run.
+func uniqueName(t *testing.T, prefix string) string {
 	t.Helper()
 	b := make([]byte, 3)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
 	}
-	name := prefix + "-" + hex.EncodeToString(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// newNamespace creates a namespace for the test and deletes it, with the
+// claims in it and their volumes, when the test ends.
+func newNamespace(t *testing.T, prefix string) string {
+	t.Helper()
+	name := uniqueName(t, prefix)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"diskplane.io/e2e": "true"}}}
 	if _, err := env.client.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -82,22 +88,12 @@ func deleteNamespace(t *testing.T, ns string) {
 // that the class outlives the claims.
 func claimStorageClass(t *testing.T) string {
 	t.Helper()
-	list, err := env.client.StorageV1().StorageClasses().List(t.Context(), metav1.ListOptions{LabelSelector: appSelector})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sc := range list.Items {
-		if sc.Provisioner == env.driverName {
-			return sc.Name
-		}
-	}
-	b := make([]byte, 3)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
+	if name := driverStorageClass(t, appSelector); name != "" {
+		return name
 	}
 	wait := storagev1.VolumeBindingWaitForFirstConsumer
 	sc := &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: "diskplane-install-" + hex.EncodeToString(b)},
+		ObjectMeta:        metav1.ObjectMeta{Name: uniqueName(t, "diskplane-install")},
 		Provisioner:       env.driverName,
 		Parameters:        map[string]string{"type": "gp3"},
 		VolumeBindingMode: &wait,
