@@ -1,14 +1,11 @@
 package driver
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,8 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"k8s.io/klog/v2"
 
+	"github.com/diskplane/diskplane/pkg/testutil"
 	"github.com/diskplane/diskplane/pkg/version"
 )
 
@@ -240,24 +237,6 @@ func TestShutdownTimeoutCutsOffHungRequests(t *testing.T) {
 	}
 }
 
-// syncBuffer collects klog output from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type secretNode struct{ csi.UnimplementedNodeServer }
 
 func (secretNode) NodeStageVolume(context.Context, *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
@@ -265,18 +244,7 @@ func (secretNode) NodeStageVolume(context.Context, *csi.NodeStageVolumeRequest) 
 }
 
 func TestInterceptorLogsWithoutSecretsAndLogsErrorsOnce(t *testing.T) {
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	_ = fs.Set("v", "4")
-	_ = fs.Set("logtostderr", "false")
-	_ = fs.Set("alsologtostderr", "false")
-	var buf syncBuffer
-	klog.SetOutputBySeverity("INFO", &buf)
-	t.Cleanup(func() {
-		_ = fs.Set("v", "0")
-		_ = fs.Set("logtostderr", "true")
-		klog.SetOutput(os.Stderr)
-	})
+	buf := testutil.CaptureKlog(t, 4)
 
 	conn, _, _ := startDriver(t, Config{Node: secretNode{}})
 	_, err := csi.NewNodeClient(conn).NodeStageVolume(context.Background(), &csi.NodeStageVolumeRequest{
@@ -286,7 +254,6 @@ func TestInterceptorLogsWithoutSecretsAndLogsErrorsOnce(t *testing.T) {
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("want InvalidArgument, got %v", err)
 	}
-	klog.Flush()
 	out := buf.String()
 	if strings.Contains(out, "hunter2-super-secret") {
 		t.Fatalf("secret leaked into the log:\n%s", out)

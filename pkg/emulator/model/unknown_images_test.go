@@ -1,18 +1,15 @@
 package model
 
 import (
-	"bytes"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
-	"k8s.io/klog/v2"
+	"github.com/diskplane/diskplane/pkg/testutil"
 )
 
 // The IDs of images no state names, as a crash between the store's write
@@ -24,47 +21,6 @@ const (
 
 // warnMarker is part of the warning about unknown images that are kept.
 const warnMarker = "without a saved state they may be someone's data"
-
-// logBuffer collects klog output; klog writes from several goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	klog.Flush()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// captureLog sends klog's output, down to V(2), into a buffer until the test
-// ends. Tests that use it must not run in parallel with other tests.
-func captureLog(t *testing.T) *logBuffer {
-	t.Helper()
-	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(fs)
-	for name, value := range map[string]string{"v": "2", "logtostderr": "false", "alsologtostderr": "false"} {
-		if err := fs.Set(name, value); err != nil {
-			t.Fatal(err)
-		}
-	}
-	buf := &logBuffer{}
-	klog.SetOutput(buf)
-	t.Cleanup(func() {
-		klog.Flush()
-		_ = fs.Set("v", "0")
-		_ = fs.Set("logtostderr", "true")
-		klog.SetOutput(os.Stderr)
-	})
-	return buf
-}
 
 func TestUnknownImagesAtStart(t *testing.T) {
 	tests := []struct {
@@ -131,7 +87,7 @@ func TestUnknownImagesAtStart(t *testing.T) {
 				store.fail("RemoveUnknownImages", errors.New("injected removal failure"))
 			}
 			before := store.holds()
-			logs := captureLog(t)
+			logs := testutil.CaptureKlog(t, 2)
 
 			tc2 := newTestCloud(t, Config{DataDir: dir, Store: store})
 
