@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/kubernetes-csi/csi-lib-utils/protosanitizer"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
@@ -28,16 +27,20 @@ func RegisterMetrics(r prometheus.Registerer) error {
 }
 
 // logAndMeasure is the unary interceptor every CSI RPC passes through. It
-// logs the request at V(4) with secrets stripped (protosanitizer blanks every
-// field marked csi_secret, so NodeStage/Publish secrets never reach a log), logs
-// each failure exactly once at error level, and records the call's duration.
-// Handlers must therefore not log the error they return.
+// logs the request at V(4) with every credential replaced (the fields the
+// CSI spec marks csi_secret, so no stage, publish or expand secret reaches a
+// log, and the service-account tokens the kubelet may put into a volume
+// context), scrubs the request's credentials out of the error it returns
+// (the CO shows that error in events), logs each failure exactly once at
+// error level, and records the call's duration. Handlers must therefore not
+// log the error they return.
 func logAndMeasure(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	if logger := klog.V(4); logger.Enabled() {
-		logger.InfoS("CSI request", "method", info.FullMethod, "request", protosanitizer.StripSecrets(req))
+		logger.InfoS("CSI request", "method", info.FullMethod, "request", loggable(req))
 	}
 	resp, err := handler(ctx, req)
+	err = scrubError(err, credentials(req))
 	elapsed := time.Since(start)
 	code := status.Code(err)
 	rpcDuration.WithLabelValues(info.FullMethod, code.String()).Observe(elapsed.Seconds())
@@ -46,7 +49,7 @@ func logAndMeasure(ctx context.Context, req any, info *grpc.UnaryServerInfo, han
 		return resp, err
 	}
 	if logger := klog.V(4); logger.Enabled() {
-		logger.InfoS("CSI response", "method", info.FullMethod, "response", protosanitizer.StripSecrets(resp), "duration", elapsed)
+		logger.InfoS("CSI response", "method", info.FullMethod, "response", loggable(resp), "duration", elapsed)
 	}
 	return resp, nil
 }

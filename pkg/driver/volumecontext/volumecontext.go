@@ -27,6 +27,15 @@ const (
 	DevicePathKey = "devicePath"
 )
 
+// ServiceAccountTokensKey is where the kubelet passes the pod's
+// service-account tokens to NodePublishVolume when the CSIDriver object asks
+// for them (tokenRequests): in the volume context, or, when the CSIDriver
+// sets serviceAccountTokenInSecrets (Kubernetes 1.35 and later), in the
+// request's secrets. The value is JSON, {"<audience>":{"token":"<JWT>",
+// "expirationTimestamp":"<RFC 3339>"}}. It is a credential: nothing may log
+// or return it.
+const ServiceAccountTokensKey = "csi.storage.k8s.io/serviceAccount.tokens"
+
 // Volume-context keys, written by CreateVolume from the StorageClass
 // parameters of the same names and read by NodeStageVolume. Sizes are plain
 // decimal numbers of bytes.
