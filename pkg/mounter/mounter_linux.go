@@ -17,15 +17,10 @@ import (
 	utilexec "k8s.io/utils/exec"
 )
 
-// partitionedFormat is what mount-utils reports for a device with a
-// partition table.
-const partitionedFormat = "unknown data, probably partitions"
-
 // linuxMounter implements Mounter with k8s.io/mount-utils and the standard
 // Linux tools.
 type linuxMounter struct {
 	mounter mountutils.Interface
-	safe    *mountutils.SafeFormatAndMount
 	resizer *mountutils.ResizeFs
 	exec    utilexec.Interface
 	devices *deviceFinder
@@ -54,7 +49,6 @@ func New(o Options) (Mounter, error) {
 	ex := utilexec.New()
 	return &linuxMounter{
 		mounter: m,
-		safe:    mountutils.NewSafeFormatAndMount(m, ex),
 		resizer: mountutils.NewResizeFs(ex),
 		exec:    ex,
 		devices: newDeviceFinder(o),
@@ -132,21 +126,19 @@ func (m *linuxMounter) MountedDevice(path string) (string, error) {
 }
 
 func (m *linuxMounter) FormatAndMount(device, target, fsType string, mkfsArgs, mountOptions []string) error {
-	existing, err := m.safe.GetDiskFormat(device)
+	found, err := probe(m.exec, device)
 	if err != nil {
-		return fmt.Errorf("probe %s for existing data: %w", device, err)
+		return err
 	}
-	switch existing {
-	case "":
+	switch {
+	case found.Blank():
 		if err := m.format(device, fsType, mkfsArgs); err != nil {
 			return err
 		}
-	case fsType:
+	case found.Filesystem == fsType && found.PartitionTable == "":
 		klog.V(4).InfoS("Device already holds the filesystem; mounting it as it is", "device", device, "fsType", fsType)
-	case partitionedFormat:
-		return fmt.Errorf("%w: %s has a partition table; refusing to format or mount it as %s", ErrFilesystemMismatch, device, fsType)
 	default:
-		return fmt.Errorf("%w: %s holds %s, not %s; refusing to format or mount it", ErrFilesystemMismatch, device, existing, fsType)
+		return fmt.Errorf("%w: %s holds %s, not %s; refusing to format or mount it", ErrFilesystemMismatch, device, found, fsType)
 	}
 	if err := m.mounter.Mount(device, target, fsType, mountOptions); err != nil {
 		return fmt.Errorf("mount %s at %s: %w", device, target, err)
@@ -154,11 +146,20 @@ func (m *linuxMounter) FormatAndMount(device, target, fsType string, mkfsArgs, m
 	return nil
 }
 
-// format makes a filesystem on a device that blkid found empty. mkfs.xfs
-// is not forced, so it refuses on its own if it finds a signature blkid did
-// not report; mkfs.ext* never asks when not run from a terminal, so the
-// blkid probe is what protects ext volumes.
+// format makes a filesystem on a device that probe found blank. It probes
+// again right before mkfs, so that the decision to format rests on a read
+// made moments before, not on one that a device reset may have falsified
+// since. mkfs.xfs is not forced, so it refuses on its own if it finds a
+// signature; mkfs.ext* never asks when not run from a terminal, so the
+// probes are what protect ext volumes.
 func (m *linuxMounter) format(device, fsType string, mkfsArgs []string) error {
+	found, err := probe(m.exec, device)
+	if err != nil {
+		return err
+	}
+	if !found.Blank() {
+		return fmt.Errorf("%w: %s holds %s on a second look, though it was blank on the first; refusing to format it", ErrFilesystemMismatch, device, found)
+	}
 	args := append([]string{}, mkfsArgs...)
 	if fsType == "ext3" || fsType == "ext4" {
 		// No blocks reserved for root: a volume belongs to its pod.

@@ -184,6 +184,75 @@ func TestFormatRefusesDevicesWithData(t *testing.T) {
 	}
 }
 
+// TestFormatNeverFollowsAFailedProbe is the data-loss case of a device
+// that blkid could not open: blkid then exits with the status it uses for
+// "nothing found", and a driver that trusts that status formats a volume
+// full of data once the device is back. Here a real loop device holds ext4
+// with a file, and the blkid the mounter runs fails once the way it does
+// on ENXIO. Staging must fail without writing a byte, and the next attempt
+// must mount the data as it is.
+func TestFormatNeverFollowsAFailedProbe(t *testing.T) {
+	r := newRig(t)
+	v := r.volume(320 * mib)
+	dev := r.find(v)
+	target := r.mountPoint("stage")
+	if err := r.m.FormatAndMount(dev, target, "ext4", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(target, "data"), []byte("keep me"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.unmount(target)
+	flush(t, dev)
+	before := checksum(t, v.File)
+
+	failOnce(t, "blkid", "No such device or address")
+	if err := r.m.FormatAndMount(dev, target, "ext4", nil, nil); err == nil {
+		t.Fatal("FormatAndMount succeeded although blkid could not open the device")
+	}
+	if mounted, err := r.m.IsMountPoint(target); err != nil || mounted {
+		t.Fatalf("target mounted = %v, %v after a failed probe", mounted, err)
+	}
+	flush(t, dev)
+	if after := checksum(t, v.File); after != before {
+		t.Fatal("the device's bytes changed after a failed probe")
+	}
+	if err := r.m.FormatAndMount(dev, target, "ext4", nil, nil); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(target, "data")); err != nil || string(b) != "keep me" {
+		t.Fatalf("data after the retry = %q, %v", b, err)
+	}
+	r.unmount(target)
+}
+
+// failOnce puts a program named name first in PATH for the rest of the
+// test: its first run prints "error: <last argument>: <message>" to stderr
+// and exits 2, as blkid does when it cannot open a device; later runs are
+// the real program.
+func failOnce(t *testing.T, name, message string) {
+	t.Helper()
+	real, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "failed")
+	script := fmt.Sprintf(`#!/bin/sh
+if [ ! -e %[1]q ]; then
+	: > %[1]q
+	for last; do :; done
+	echo "error: $last: %[2]s" >&2
+	exit 2
+fi
+exec %[3]q "$@"
+`, marker, message, real)
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
 func TestFindDeviceRefusesLoopOfAnotherVolume(t *testing.T) {
 	r := newRig(t)
 	v := r.volume(64 * mib)
