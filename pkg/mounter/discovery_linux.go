@@ -33,12 +33,13 @@ const devicePollInterval = 250 * time.Millisecond
 type deviceFinder struct {
 	linkDir   string
 	sysDir    string
+	devDir    string // where the kernel's device nodes are (/dev)
 	wait      time.Duration
 	statBlock func(path string) (major, minor uint32, err error)
 }
 
 func newDeviceFinder(o Options) *deviceFinder {
-	return &deviceFinder{linkDir: o.DeviceLinkDir, sysDir: o.SysDir, wait: o.DeviceWait, statBlock: statBlockDevice}
+	return &deviceFinder{linkDir: o.DeviceLinkDir, sysDir: o.SysDir, devDir: "/dev", wait: o.DeviceWait, statBlock: statBlockDevice}
 }
 
 // candidate is one place the volume's device may be.
@@ -87,10 +88,11 @@ func (f *deviceFinder) Find(ctx context.Context, volumeID, hint string) (string,
 	}
 }
 
-// findOnce returns the first candidate that exists and is the volume. When
-// candidates exist but none is the volume, it refuses with the reasons,
-// without waiting: a device that belongs to another volume does not turn
-// into this one.
+// findOnce returns the first candidate that exists and is the volume, or
+// else the disk whose serial number names the volume (scanBySerial). When
+// candidates exist but none is the volume, and no disk names it, it refuses
+// with the reasons, without waiting: a device that belongs to another
+// volume does not turn into this one.
 func (f *deviceFinder) findOnce(volumeID string, cands []candidate) (string, error) {
 	var refusals []error
 	for _, c := range cands {
@@ -109,6 +111,10 @@ func (f *deviceFinder) findOnce(volumeID string, cands []candidate) (string, err
 		klog.V(4).InfoS("Found device", "volumeID", volumeID, "path", c.path, "device", real)
 		return real, nil
 	}
+	if dev := f.scanBySerial(volumeID); dev != "" {
+		klog.V(4).InfoS("Found device by its serial number", "volumeID", volumeID, "device", dev)
+		return dev, nil
+	}
 	if len(refusals) > 0 {
 		return "", errors.Join(refusals...)
 	}
@@ -117,6 +123,31 @@ func (f *deviceFinder) findOnce(volumeID string, cands []candidate) (string, err
 		paths[i] = c.path
 	}
 	return "", fmt.Errorf("%w: volume %s is at none of %s", ErrDeviceNotFound, volumeID, strings.Join(paths, ", "))
+}
+
+// scanBySerial looks through the node's disks for one whose serial number
+// names volumeID and that verify accepts, and returns its device node, or
+// "". It finds the volume where neither the attachment's device name nor a
+// by-id link leads to it: on a KVM cloud, whose guest names need not be the
+// API's, and on a node without udev's links.
+func (f *deviceFinder) scanBySerial(volumeID string) string {
+	disks, err := filepath.Glob(filepath.Join(f.sysDir, "block", "*"))
+	if err != nil {
+		return ""
+	}
+	for _, d := range disks {
+		name := filepath.Base(d)
+		if diskKind(name) == "" || serialNames(diskSerial(d), volumeID) == serialOther {
+			continue
+		}
+		dev := filepath.Join(f.devDir, name)
+		if err := f.verify(volumeID, dev, false); err != nil {
+			klog.V(2).InfoS("Disk with the volume's serial number refused", "volumeID", volumeID, "device", dev, "err", err)
+			continue
+		}
+		return dev
+	}
+	return ""
 }
 
 // Verify implements Mounter.VerifyDevice.
@@ -129,12 +160,22 @@ func (f *deviceFinder) Verify(volumeID, devicePath string) error {
 }
 
 // verify proves that the block device at dev (symlinks resolved) is
-// volumeID, from what the kernel says about it in sysfs: an NVMe device's
-// serial number is the volume ID without its dash; a loop device's backing
-// file is named after the volume (vol-….img, as the EC2 emulator makes
-// them). A Xen device (xvd*, sd*, vd*) without a serial number has no
-// identity beyond its name, so it is accepted only when named is true, i.e.
-// it is the device name of the attachment. Anything else is refused.
+// volumeID, from what the kernel says about it in sysfs:
+//   - a disk whose serial number names the volume (see serialNames) is the
+//     volume: an NVMe device on Nitro, a virtio-blk or SCSI disk on a KVM
+//     cloud that speaks the EC2 API;
+//   - a disk whose serial number names something else is not;
+//   - a Xen disk (xvd*) has no serial number, and its name is the only
+//     identity it has; Xen gives the guest the device name the API
+//     reported, so it is accepted under the attachment's own name (named)
+//     and refused under any other;
+//   - a virtio-blk (vd*) or SCSI (sd*) disk without such a serial number is
+//     refused whatever its name: on KVM the guest's names are handed out in
+//     the order devices arrive and need not be the names the API reports;
+//   - a loop device is the volume when its backing file is named after it
+//     (vol-….img, as the EC2 emulator makes them).
+//
+// Anything else is refused.
 func (f *deviceFinder) verify(volumeID, dev string, named bool) error {
 	major, minor, err := f.statBlock(dev)
 	if err != nil {
@@ -148,38 +189,142 @@ func (f *deviceFinder) verify(volumeID, dev string, named bool) error {
 		return fmt.Errorf("%w: %s is a partition, not a whole volume", ErrWrongDevice, dev)
 	}
 	name := filepath.Base(sysPath)
-	switch {
-	case strings.HasPrefix(name, "nvme"):
-		serial := readTrimmed(filepath.Join(sysPath, "device", "serial"))
-		if serial != serialOf(volumeID) {
-			return fmt.Errorf("%w: NVMe device %s has serial number %q, not %q", ErrWrongDevice, dev, serial, serialOf(volumeID))
-		}
-		return nil
-	case strings.HasPrefix(name, "loop"):
+	if strings.HasPrefix(name, "loop") {
 		backing := readTrimmed(filepath.Join(sysPath, "loop", "backing_file"))
 		base := filepath.Base(backing)
 		if backing == "" || (base != volumeID+".img" && base != volumeID) {
 			return fmt.Errorf("%w: loop device %s is backed by %q, not by a file of volume %s", ErrWrongDevice, dev, backing, volumeID)
 		}
 		return nil
-	case strings.HasPrefix(name, "xvd") || strings.HasPrefix(name, "sd") || strings.HasPrefix(name, "vd"):
-		serial := readTrimmed(filepath.Join(sysPath, "device", "serial"))
-		if serial == "" {
-			serial = readTrimmed(filepath.Join(sysPath, "serial"))
-		}
-		if strings.HasPrefix(serial, "vol") {
-			if serial != serialOf(volumeID) {
-				return fmt.Errorf("%w: device %s has serial number %q, not %q", ErrWrongDevice, dev, serial, serialOf(volumeID))
-			}
-			return nil
-		}
-		if !named {
-			return fmt.Errorf("%w: device %s has no serial number to prove it is volume %s", ErrWrongDevice, dev, volumeID)
-		}
-		return nil
-	default:
+	}
+	kind := diskKind(name)
+	if kind == "" {
 		return fmt.Errorf("%w: cannot tell whether %s (%s) is volume %s", ErrWrongDevice, dev, name, volumeID)
 	}
+	serial := diskSerial(sysPath)
+	switch serialNames(serial, volumeID) {
+	case serialExact:
+		return nil
+	case serialTruncated:
+		return f.uniqueSerial(dev, sysPath, serial, volumeID)
+	}
+	switch {
+	case serial != "":
+		return fmt.Errorf("%w: %s device %s has serial number %q, not %s", ErrWrongDevice, kind, dev, serial, volumeSerials(volumeID))
+	case kind == kindXen && named:
+		return nil
+	case kind == kindXen:
+		return fmt.Errorf("%w: Xen device %s has no serial number, and it is not the attachment's device name, the only identity a Xen device has", ErrWrongDevice, dev)
+	default:
+		return fmt.Errorf("%w: %s device %s has no serial number naming volume %s, and on a KVM cloud a device name does not prove "+
+			"which volume a disk is; the cloud must give the disk the volume ID as its serial number (%s)", ErrWrongDevice, kind, dev, volumeID, volumeSerials(volumeID))
+	}
+}
+
+// Kinds of disk, by the name the kernel gives them.
+const (
+	kindNVMe   = "NVMe"
+	kindXen    = "Xen"
+	kindVirtio = "virtio-blk"
+	kindSCSI   = "SCSI"
+)
+
+// diskKind returns the kind of a disk from its kernel name, "" when it is of
+// no kind that can hold an EBS-style volume.
+func diskKind(name string) string {
+	switch {
+	case strings.HasPrefix(name, "nvme"):
+		return kindNVMe
+	case strings.HasPrefix(name, "xvd"):
+		return kindXen
+	case strings.HasPrefix(name, "vd"):
+		return kindVirtio
+	case strings.HasPrefix(name, "sd"):
+		return kindSCSI
+	default:
+		return ""
+	}
+}
+
+// diskSerial returns the serial number the kernel reports for the disk at
+// sysPath, from whichever attribute its driver provides: NVMe controllers
+// device/serial, virtio-blk serial, SCSI disks the unit serial number of
+// VPD page 0x80 (device/vpd_pg80: a 4-byte header, then the serial). "" when
+// it reports none.
+func diskSerial(sysPath string) string {
+	for _, attr := range []string{"device/serial", "serial"} {
+		if s := readTrimmed(filepath.Join(sysPath, attr)); s != "" {
+			return s
+		}
+	}
+	page, err := os.ReadFile(filepath.Join(sysPath, "device", "vpd_pg80"))
+	if err != nil || len(page) <= 4 || page[1] != 0x80 {
+		return ""
+	}
+	n := min(int(page[2])<<8|int(page[3]), len(page)-4)
+	return strings.Trim(string(page[4:4+n]), " \x00\n")
+}
+
+// serialMatch is how a serial number names a volume.
+type serialMatch int
+
+// How a serial number names a volume.
+const (
+	serialOther serialMatch = iota
+	// serialExact: the volume ID, with or without its dash.
+	serialExact
+	// serialTruncated: the first serialLimit bytes of the volume ID with its
+	// dash, which is what a virtio-blk serial (20 bytes at most) keeps of a
+	// 17-digit volume ID. It names every volume whose ID differs only after
+	// those bytes, so it is accepted only when no other disk carries it.
+	serialTruncated
+)
+
+// serialLimit is the longest serial number virtio-blk and NVMe devices hold.
+const serialLimit = 20
+
+// serialNames says how serial names volumeID.
+func serialNames(serial, volumeID string) serialMatch {
+	switch {
+	case serial == "":
+		return serialOther
+	case serial == volumeID || serial == serialOf(volumeID):
+		return serialExact
+	case len(volumeID) > serialLimit && serial == volumeID[:serialLimit]:
+		return serialTruncated
+	default:
+		return serialOther
+	}
+}
+
+// volumeSerials lists, for messages, the serial numbers that name volumeID.
+func volumeSerials(volumeID string) string {
+	forms := []string{volumeID, serialOf(volumeID)}
+	if len(volumeID) > serialLimit {
+		forms = append(forms, volumeID[:serialLimit])
+	}
+	return `"` + strings.Join(forms, `" or "`) + `"`
+}
+
+// uniqueSerial accepts a disk matched by a truncated serial number only when
+// no other disk of the node carries the same one: two volumes whose IDs
+// share their first 20 bytes would otherwise be indistinguishable.
+func (f *deviceFinder) uniqueSerial(dev, sysPath, serial, volumeID string) error {
+	disks, err := filepath.Glob(filepath.Join(f.sysDir, "block", "*"))
+	if err != nil {
+		return fmt.Errorf("%w: list disks: %w", ErrWrongDevice, err)
+	}
+	for _, d := range disks {
+		other, err := filepath.EvalSymlinks(d)
+		if err != nil || other == sysPath {
+			continue
+		}
+		if diskSerial(other) == serial {
+			return fmt.Errorf("%w: %s and %s both have serial number %q, the first %d bytes of volume ID %s; "+
+				"a truncated serial number cannot tell them apart", ErrWrongDevice, dev, filepath.Base(other), serial, serialLimit, volumeID)
+		}
+	}
+	return nil
 }
 
 // InstanceStoreVolumes counts NVMe controllers whose model is EC2 instance

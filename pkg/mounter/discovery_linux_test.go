@@ -32,7 +32,7 @@ func newFakeBlockDevices(t *testing.T) *fakeBlockDevices {
 	root := t.TempDir()
 	f := &fakeBlockDevices{t: t, root: root, devDir: filepath.Join(root, "dev"), sysDir: filepath.Join(root, "sys"),
 		linkDir: filepath.Join(root, "dev", "disk", "by-id"), numbers: map[string][2]uint32{}}
-	for _, d := range []string{f.devDir, f.linkDir, filepath.Join(f.sysDir, "dev", "block")} {
+	for _, d := range []string{f.devDir, f.linkDir, filepath.Join(f.sysDir, "dev", "block"), filepath.Join(f.sysDir, "block")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +66,17 @@ func (f *fakeBlockDevices) add(name string, attrs map[string]string) string {
 	if err := os.Symlink(sysDev, filepath.Join(f.sysDir, "dev", "block", fmt.Sprintf("259:%d", f.next))); err != nil {
 		f.t.Fatal(err)
 	}
+	if _, isPartition := attrs["partition"]; !isPartition {
+		if err := os.Symlink(sysDev, filepath.Join(f.sysDir, "block", name)); err != nil {
+			f.t.Fatal(err)
+		}
+	}
 	return node
+}
+
+// vpdPage80 is a SCSI unit serial number page holding serial.
+func vpdPage80(serial string) string {
+	return string([]byte{0, 0x80, 0, byte(len(serial))}) + serial
 }
 
 // link makes the by-id link of volumeID point at target.
@@ -78,7 +88,7 @@ func (f *fakeBlockDevices) link(volumeID, target string) {
 }
 
 func (f *fakeBlockDevices) finder(wait time.Duration) *deviceFinder {
-	return &deviceFinder{linkDir: f.linkDir, sysDir: f.sysDir, wait: wait,
+	return &deviceFinder{linkDir: f.linkDir, sysDir: f.sysDir, devDir: f.devDir, wait: wait,
 		statBlock: func(path string) (uint32, uint32, error) {
 			n, ok := f.numbers[path]
 			if !ok {
@@ -161,12 +171,88 @@ func TestFindDevice(t *testing.T) {
 			want: "xvdf",
 		},
 		{
-			name: "xen twin the other way round",
+			name: "scsi disk without a serial is not trusted by name, not even as a xen twin",
 			setup: func(f *fakeBlockDevices) string {
 				f.add("sdg", nil)
 				return filepath.Join(f.devDir, "xvdg")
 			},
-			want: "sdg",
+			wantErr: ErrWrongDevice, errText: "SCSI device",
+		},
+		{
+			name: "virtio disk without a serial is refused under the attachment's name",
+			setup: func(f *fakeBlockDevices) string {
+				return f.add("vdb", nil)
+			},
+			wantErr: ErrWrongDevice, errText: "has no serial number naming volume vol-0123456789abcdef0, and on a KVM cloud",
+		},
+		{
+			name: "virtio disk with a serial of another kind is refused",
+			setup: func(f *fakeBlockDevices) string {
+				return f.add("vdb", map[string]string{"serial": "QM00005"})
+			},
+			wantErr: ErrWrongDevice, errText: `serial number "QM00005"`,
+		},
+		{
+			name: "virtio serial: the volume ID with its dash",
+			setup: func(f *fakeBlockDevices) string {
+				return f.add("vdb", map[string]string{"serial": testVolumeID})
+			},
+			want: "vdb",
+		},
+		{
+			name: "virtio serial: the volume ID without its dash",
+			setup: func(f *fakeBlockDevices) string {
+				return f.add("vdc", map[string]string{"serial": serialOf(testVolumeID)})
+			},
+			want: "vdc",
+		},
+		{
+			name: "virtio serial: the first 20 bytes of the volume ID",
+			setup: func(f *fakeBlockDevices) string {
+				return f.add("vdd", map[string]string{"serial": testVolumeID[:20]})
+			},
+			want: "vdd",
+		},
+		{
+			name: "a truncated serial two disks share is refused",
+			setup: func(f *fakeBlockDevices) string {
+				f.add("vde", map[string]string{"serial": testVolumeID[:20]})
+				return f.add("vdf", map[string]string{"serial": testVolumeID[:20]})
+			},
+			wantErr: ErrWrongDevice, errText: "cannot tell them apart",
+		},
+		{
+			name: "scsi unit serial number (VPD page 0x80)",
+			setup: func(f *fakeBlockDevices) string {
+				return f.add("sdc", map[string]string{"device/vpd_pg80": vpdPage80(testVolumeID)})
+			},
+			want: "sdc",
+		},
+		{
+			name: "KVM names scrambled: the attachment's name is another volume's disk, the volume is found by its serial",
+			setup: func(f *fakeBlockDevices) string {
+				f.add("vdb", map[string]string{"serial": "vol-0bbbbbbbbbbbbbbbb"})
+				f.add("vdc", map[string]string{"serial": testVolumeID})
+				return filepath.Join(f.devDir, "vdb")
+			},
+			want: "vdc",
+		},
+		{
+			name: "nvme device without a by-id link (no udev) is found by its serial",
+			setup: func(f *fakeBlockDevices) string {
+				f.add("nvme5n1", map[string]string{"device/serial": "vol0bbbbbbbbbbbbbbbb"})
+				f.add("nvme6n1", map[string]string{"device/serial": serialOf(testVolumeID)})
+				return "/dev/xvdbz"
+			},
+			want: "nvme6n1",
+		},
+		{
+			name: "xen device reached through a link, not under the attachment's name, is refused",
+			setup: func(f *fakeBlockDevices) string {
+				f.link(testVolumeID, f.add("xvdh", nil))
+				return ""
+			},
+			wantErr: ErrWrongDevice, errText: "not the attachment's device name",
 		},
 		{
 			name: "attachment name pointing at another volume's nvme device falls through to the by-id link",
@@ -268,7 +354,19 @@ func TestVerifyDevice(t *testing.T) {
 	nvme := f.add("nvme1n1", map[string]string{"device/serial": serialOf(testVolumeID)})
 	xen := f.add("xvdf", nil)
 	virtio := f.add("vdb", map[string]string{"serial": "vol0cccccccccccccccc"})
+	virtioOwn := f.add("vdc", map[string]string{"serial": testVolumeID})
+	virtioBare := f.add("vdd", nil)
+	scsi := f.add("sde", map[string]string{"device/vpd_pg80": vpdPage80(serialOf(testVolumeID))})
 	finder := f.finder(time.Millisecond)
+	if err := finder.Verify(testVolumeID, virtioOwn); err != nil {
+		t.Errorf("virtio disk with the volume's serial: %v", err)
+	}
+	if err := finder.Verify(testVolumeID, scsi); err != nil {
+		t.Errorf("SCSI disk with the volume's unit serial: %v", err)
+	}
+	if err := finder.Verify(testVolumeID, virtioBare); !errors.Is(err, ErrWrongDevice) {
+		t.Errorf("virtio disk without a serial: %v, want ErrWrongDevice whatever its name", err)
+	}
 	if err := finder.Verify(testVolumeID, nvme); err != nil {
 		t.Errorf("matching nvme: %v", err)
 	}
