@@ -36,6 +36,12 @@ build-windows:
 test: deps
 	CGO_ENABLED=1 $(GO) test -race $(TEST_FLAGS) ./...
 
+## test-vm: the node-side root tests (pkg/mounter, pkg/driver/node, pkg/emulator/disks) as root inside a
+## VM with Debian's stock kernel (hack/vm): device-mapper, the NVMe target, online ext4 growth
+.PHONY: test-vm
+test-vm:
+	hack/vm/test.sh
+
 ## fuzz: run each fuzz target briefly (FUZZTIME each); the seed corpora also run in `make test`
 FUZZTIME ?= 20s
 FUZZ_TARGETS := ./pkg/driver/parameters:FuzzVolumeParameters ./pkg/driver/parameters:FuzzTagTemplate

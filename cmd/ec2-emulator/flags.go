@@ -31,6 +31,7 @@ type options struct {
 	listen, imdsListen, adminListen string
 	dataDir, linkDir                string
 	noDevices                       bool
+	guestAgent, guestDataDir        string
 	region, zones, accountID        string
 	instances                       instanceFlags
 	instancesFile                   string
@@ -60,6 +61,8 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.dataDir, "data-dir", defaultDataDir, "where the state (state.json) and the volume and snapshot images live; empty (only with --no-devices) keeps everything in memory")
 	fs.StringVar(&o.linkDir, "device-link-dir", disks.DefaultLinkDir, "where attached volumes get their by-id link (nvme-Amazon_Elastic_Block_Store_vol…)")
 	fs.BoolVar(&o.noDevices, "no-devices", false, "keep state only: no images, no loop devices, no root needed")
+	fs.StringVar(&o.guestAgent, "guest-agent", "", "play a VM instance (hack/vm): the address of its guest agent (http://host:port); attached volumes appear in the VM as NVMe devices with EBS's serial numbers instead of loop devices on this host")
+	fs.StringVar(&o.guestDataDir, "guest-data-dir", "", "with --guest-agent: where the VM sees --data-dir (its mount of the shared folder)")
 	fs.StringVar(&o.region, "region", model.DefaultRegion, "the region to play")
 	fs.StringVar(&o.zones, "zones", "", "the region's zones as name=id,… (default: <region>a/b/c with IDs <short>-az1/az2/az4)")
 	fs.StringVar(&o.accountID, "account-id", model.DefaultAccountID, "the account that owns every resource")
@@ -104,6 +107,14 @@ func (o *options) config() (emulator.Config, error) {
 		},
 		Devices: !o.noDevices,
 		LinkDir: o.linkDir,
+	}
+	switch {
+	case o.guestAgent != "" && (o.noDevices || o.guestDataDir == ""):
+		return cfg, errors.New("--guest-agent needs --guest-data-dir and real devices (not --no-devices)")
+	case o.guestAgent == "" && o.guestDataDir != "":
+		return cfg, errors.New("--guest-data-dir goes with --guest-agent")
+	case o.guestAgent != "":
+		cfg.Guest = &emulator.GuestConfig{Agent: o.guestAgent, DataDir: o.guestDataDir}
 	}
 	cfg.IMDS.RequireToken = o.requireIMDSToken
 	storage, err := parseStorageQuotas(o.quotaStorageTiB)

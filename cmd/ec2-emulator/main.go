@@ -11,6 +11,7 @@
 //	ec2-emulator [flags]                     serve
 //	ec2-emulator describe-volumes [flags]    print the running emulator's volumes
 //	ec2-emulator release-devices [flags]     remove a stopped emulator's loop devices and links
+//	ec2-emulator guest-agent [flags]         inside a VM that plays the instance: expose attached volumes as NVMe
 package main
 
 import (
@@ -42,6 +43,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return describeVolumes(args[1:], stdout, stderr)
 		case releaseDevicesCommand:
 			return releaseDevices(args[1:], stdout, stderr)
+		case guestAgentCommand:
+			return guestAgent(args[1:], stderr)
 		}
 	}
 	fs := flag.NewFlagSet("ec2-emulator", flag.ContinueOnError)

@@ -21,6 +21,7 @@ import (
 	"github.com/diskplane/diskplane/pkg/emulator/disks"
 	"github.com/diskplane/diskplane/pkg/emulator/ec2api"
 	"github.com/diskplane/diskplane/pkg/emulator/faults"
+	"github.com/diskplane/diskplane/pkg/emulator/guestagent"
 	"github.com/diskplane/diskplane/pkg/emulator/imds"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
@@ -36,10 +37,23 @@ type Config struct {
 	// LinkDir is where by-id links of attached volumes go; empty means
 	// /dev/disk/by-id.
 	LinkDir string
+	// Guest, when set, makes the local instance a virtual machine (hack/vm)
+	// instead of this host: attached volumes appear there as NVMe devices,
+	// through the VM's guest agent. It needs Devices and Cloud.DataDir.
+	Guest *GuestConfig
 	// Faults is the initial fault setting.
 	Faults faults.Config
 	// IMDS tunes the metadata service.
 	IMDS imds.Options
+}
+
+// GuestConfig connects the emulator to the VM that plays its local instance.
+type GuestConfig struct {
+	// Agent is the guest agent's address, e.g. http://127.0.0.1:8703.
+	Agent string
+	// DataDir is where the VM sees Cloud.DataDir (its mount of the folder
+	// the host shares with it).
+	DataDir string
 }
 
 // Emulator is one running emulated cloud with its three HTTP handlers.
@@ -98,6 +112,17 @@ func newStore(cfg Config) (disks.Store, error) {
 	}
 	if cfg.Cloud.DataDir == "" {
 		return nil, errors.New("real devices need a data directory for the volume images")
+	}
+	if cfg.Guest != nil {
+		agent, err := guestagent.NewClient(cfg.Guest.Agent)
+		if err != nil {
+			return nil, err
+		}
+		store, err := disks.NewGuestStore(cfg.Cloud.DataDir, cfg.Guest.DataDir, agent)
+		if err != nil {
+			return nil, fmt.Errorf("guest disk store: %w", err)
+		}
+		return store, nil
 	}
 	store, err := disks.NewLoopStore(cfg.Cloud.DataDir, cfg.LinkDir)
 	if err != nil {

@@ -38,3 +38,25 @@ func RequireRoot(t testing.TB, commands ...string) {
 	fmt.Fprintln(os.Stderr, msg)
 	t.Skip(msg)
 }
+
+// RequireKernelEnv names the environment variable that turns a test skipped
+// for a missing kernel feature (device-mapper, the NVMe target, a
+// capability) into a failure. The node VM (make test-vm) sets it: its
+// kernel has everything a node needs, so there such a test must run.
+const RequireKernelEnv = "DISKPLANE_REQUIRE_KERNEL_FEATURES"
+
+// RequireKernelFeature skips the test, loudly, when has is false: this
+// machine's kernel lacks what the test needs (why says what). Under
+// DISKPLANE_REQUIRE_KERNEL_FEATURES=1 it fails instead.
+func RequireKernelFeature(t testing.TB, has bool, why string) {
+	t.Helper()
+	if has {
+		return
+	}
+	msg := fmt.Sprintf("!!! SKIPPED %s: %s; `make test-vm` runs it in a VM with Debian's kernel !!!", t.Name(), why)
+	if os.Getenv(RequireKernelEnv) == "1" {
+		t.Fatal(msg)
+	}
+	fmt.Fprintln(os.Stderr, msg)
+	t.Skip(msg)
+}

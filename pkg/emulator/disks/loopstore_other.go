@@ -5,6 +5,8 @@ package disks
 import (
 	"errors"
 	"runtime"
+
+	"github.com/diskplane/diskplane/pkg/emulator/guestagent"
 )
 
 // ErrLoopDevicesUnsupported is what NewLoopStore answers on an operating
@@ -15,5 +17,11 @@ var ErrLoopDevicesUnsupported = errors.New("the loop-device disk store needs Lin
 // NewLoopStore fails on this operating system: real disks are Linux loop
 // devices.
 func NewLoopStore(dataDir, linkDir string) (Store, error) {
+	return nil, ErrLoopDevicesUnsupported
+}
+
+// NewGuestStore fails on this operating system: it keeps images as the loop
+// store does.
+func NewGuestStore(dataDir, guestDataDir string, agent guestagent.Exposer) (Store, error) {
 	return nil, ErrLoopDevicesUnsupported
 }
