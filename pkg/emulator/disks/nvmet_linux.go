@@ -271,7 +271,9 @@ func (t *nvmeTarget) Detach(volumeID string, force bool) error {
 	ns := filepath.Join(sub, "namespaces", "1")
 	loop := readTrim(filepath.Join(ns, "device_path"))
 	steps := []func() error{
-		func() error { return removeIfExists(filepath.Join(t.configDir, "ports", nvmetPortID, "subsystems", nqnPrefix+volumeID)) },
+		func() error {
+			return removeIfExists(filepath.Join(t.configDir, "ports", nvmetPortID, "subsystems", nqnPrefix+volumeID))
+		},
 		func() error {
 			if _, err := os.Stat(ns); err != nil {
 				return nil
