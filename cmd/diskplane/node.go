@@ -32,6 +32,7 @@ type nodeFlags struct {
 	kubeletRegistrationPath   string
 	pluginRegistrationDir     string
 	deviceLinkDir             string
+	emulatorLoopDevices       bool
 }
 
 func (f *nodeFlags) register(fs *flag.FlagSet) {
@@ -48,6 +49,9 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 		"the kubelet's plugin registration directory, where the registration socket goes")
 	fs.StringVar(&f.deviceLinkDir, "device-link-dir", mounter.DefaultDeviceLinkDir,
 		"where the by-id links of NVMe devices are")
+	fs.BoolVar(&f.emulatorLoopDevices, "emulator-loop-devices", false,
+		"test-only: accept a loop device backed by <volume ID>.img as that volume, as the EC2 emulator attaches volumes to the host it plays; "+
+			"never on a real cloud, where a loop device proves nothing about which volume it is")
 }
 
 func (f *nodeFlags) validate() error {
@@ -78,7 +82,7 @@ func buildNode(ctx context.Context, opts *options, _ prometheus.Registerer) (csi
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := mounter.New(mounter.Options{DeviceLinkDir: f.deviceLinkDir})
+	m, err := mounter.New(mounter.Options{DeviceLinkDir: f.deviceLinkDir, EmulatorLoopDevices: f.emulatorLoopDevices})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -35,11 +35,13 @@ type deviceFinder struct {
 	sysDir    string
 	devDir    string // where the kernel's device nodes are (/dev)
 	wait      time.Duration
+	loops     bool // Options.EmulatorLoopDevices
 	statBlock func(path string) (major, minor uint32, err error)
 }
 
 func newDeviceFinder(o Options) *deviceFinder {
-	return &deviceFinder{linkDir: o.DeviceLinkDir, sysDir: o.SysDir, devDir: "/dev", wait: o.DeviceWait, statBlock: statBlockDevice}
+	return &deviceFinder{linkDir: o.DeviceLinkDir, sysDir: o.SysDir, devDir: "/dev", wait: o.DeviceWait,
+		loops: o.EmulatorLoopDevices, statBlock: statBlockDevice}
 }
 
 // candidate is one place the volume's device may be.
@@ -173,7 +175,9 @@ func (f *deviceFinder) Verify(volumeID, devicePath string) error {
 //     refused whatever its name: on KVM the guest's names are handed out in
 //     the order devices arrive and need not be the names the API reports;
 //   - a loop device is the volume when its backing file is named after it
-//     (vol-….img, as the EC2 emulator makes them).
+//     (vol-….img, as the EC2 emulator's loop store makes them), and only
+//     when Options.EmulatorLoopDevices says so: no cloud attaches loop
+//     devices.
 //
 // Anything else is refused.
 func (f *deviceFinder) verify(volumeID, dev string, named bool) error {
@@ -190,6 +194,10 @@ func (f *deviceFinder) verify(volumeID, dev string, named bool) error {
 	}
 	name := filepath.Base(sysPath)
 	if strings.HasPrefix(name, "loop") {
+		if !f.loops {
+			return fmt.Errorf("%w: %s is a loop device, which no cloud attaches; only the EC2 emulator does, and a node "+
+				"plugin that works with it must be started with --emulator-loop-devices", ErrWrongDevice, dev)
+		}
 		backing := readTrimmed(filepath.Join(sysPath, "loop", "backing_file"))
 		base := filepath.Base(backing)
 		if backing == "" || (base != volumeID+".img" && base != volumeID) {

@@ -88,7 +88,7 @@ func (f *fakeBlockDevices) link(volumeID, target string) {
 }
 
 func (f *fakeBlockDevices) finder(wait time.Duration) *deviceFinder {
-	return &deviceFinder{linkDir: f.linkDir, sysDir: f.sysDir, devDir: f.devDir, wait: wait,
+	return &deviceFinder{linkDir: f.linkDir, sysDir: f.sysDir, devDir: f.devDir, wait: wait, loops: true,
 		statBlock: func(path string) (uint32, uint32, error) {
 			n, ok := f.numbers[path]
 			if !ok {
@@ -317,6 +317,20 @@ func TestFindDevice(t *testing.T) {
 				t.Fatalf("Find = %q, want %s", got, filepath.Join(f.devDir, tc.want))
 			}
 		})
+	}
+}
+
+// TestLoopDevicesOnlyForTheEmulator checks that production discovery,
+// without the emulator's option, never takes a loop device for a volume,
+// not even one backed by a file named after it.
+func TestLoopDevicesOnlyForTheEmulator(t *testing.T) {
+	f := newFakeBlockDevices(t)
+	f.link(testVolumeID, f.add("loop7", map[string]string{"loop/backing_file": "/var/lib/ec2-emulator/volumes/" + testVolumeID + ".img"}))
+	finder := f.finder(time.Millisecond)
+	finder.loops = false
+	_, err := finder.Find(context.Background(), testVolumeID, "")
+	if !errors.Is(err, ErrWrongDevice) || !strings.Contains(err.Error(), "--emulator-loop-devices") {
+		t.Fatalf("Find = %v, want ErrWrongDevice naming --emulator-loop-devices", err)
 	}
 }
 

@@ -135,6 +135,13 @@ type Options struct {
 	SysDir string
 	// DeviceWait bounds how long FindDevice waits for a device to appear.
 	DeviceWait time.Duration
+	// EmulatorLoopDevices accepts a loop device whose backing file is named
+	// after the volume (…/vol-….img) as that volume: how the EC2 emulator's
+	// loop store attaches volumes to the host it plays. It is for the
+	// emulator only: no cloud attaches volumes as loop devices, and a loop
+	// device proves nothing about which cloud volume it is, so production
+	// discovery leaves it off and accepts only what real clouds present.
+	EmulatorLoopDevices bool
 }
 
 // Defaults for Options.

@@ -42,7 +42,7 @@ func newRig(t *testing.T) *rig {
 	testutil.RequireRoot(t, "losetup", "mkfs.ext4", "mkfs.xfs", "blkid", "resize2fs", "xfs_growfs")
 	dir := t.TempDir()
 	r := &rig{t: t, dir: dir, linkDir: filepath.Join(dir, "by-id")}
-	m, err := mounter.New(mounter.Options{DeviceLinkDir: r.linkDir})
+	m, err := mounter.New(mounter.Options{DeviceLinkDir: r.linkDir, EmulatorLoopDevices: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -470,6 +470,12 @@ func TestLocalClusterValues(t *testing.T) {
 	if e := env(node, "AWS_EC2_METADATA_SERVICE_ENDPOINT"); e == nil || !strings.Contains(e.Value, "$(HOST_IP)") {
 		t.Errorf("node IMDS endpoint %+v", e)
 	}
+	if !slices.Contains(node.Args, "--emulator-loop-devices") {
+		t.Errorf("node args %v: the emulator attaches loop devices, which the plugin accepts only with --emulator-loop-devices", node.Args)
+	}
+	if defaults := container(render(t, "").node().Spec.Template.Spec, "diskplane"); slices.Contains(defaults.Args, "--emulator-loop-devices") {
+		t.Error("the chart's defaults accept loop devices; only the emulator's users may")
+	}
 
 	// make demo installs these values, then a user applies the examples,
 	// examples/dynamic-provisioning's StorageClass among them: kubectl apply

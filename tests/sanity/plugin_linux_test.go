@@ -89,7 +89,7 @@ func startPlugin(t *testing.T) *plugin {
 		t.Fatalf("controller service: %v", err)
 	}
 	stopServices := func() { cancel(); ctrl.Close(); c.Close() }
-	m, err := mounter.New(mounter.Options{DeviceLinkDir: env.LinkDir})
+	m, err := mounter.New(mounter.Options{DeviceLinkDir: env.LinkDir, EmulatorLoopDevices: true})
 	if err != nil {
 		stopServices()
 		t.Fatalf("mounter: %v", err)

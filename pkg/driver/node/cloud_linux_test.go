@@ -41,7 +41,7 @@ func newCloudNode(t *testing.T) *cloudNode {
 	testutil.RequireRoot(t, "losetup", "mkfs.ext4", "mkfs.xfs", "blkid", "resize2fs", "xfs_growfs", "df", "findmnt")
 	env := emulatortest.Start(t, emulatortest.Options{Devices: true})
 	n := &cloudNode{t: t, env: env, ec2: env.EC2Client(), dir: t.TempDir()}
-	m, err := mounter.New(mounter.Options{DeviceLinkDir: env.LinkDir})
+	m, err := mounter.New(mounter.Options{DeviceLinkDir: env.LinkDir, EmulatorLoopDevices: true})
 	if err != nil {
 		t.Fatal(err)
 	}
