@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The production node path, end to end, with NVMe devices: the node VM plays
+# the EC2 emulator's instance. On the host: the emulator (--guest-agent: it
+# attaches volumes through the VM's guest agent) and Diskplane's controller.
+# In the VM: the guest agent (ec2-emulator guest-agent), which exposes each
+# attached volume as an NVMe namespace with EBS's serial number and model,
+# udev, which makes the by-id links a Nitro instance has, and Diskplane's
+# node plugin as --mode=node runs it in production (no --emulator-loop-
+# devices). Then, inside the VM: csi-sanity once per access type
+# (tests/sanity, TestSanityNVMe) and the NVMe scenarios (tests/vm). Exits
+# with the VM's status; logs in _output/vm/nvme/logs.
+#   hack/vm/nvme.sh
+#   VM_NVME_RUN=regexp   run only these tests (-test.run), e.g. TestNVMeNamesSwap
+set -euo pipefail
+# shellcheck source=hack/vm/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+[[ $(id -u) -eq 0 ]] || vm_die "the VM tests need root"
+out=$VM_DIR/nvme
+guest_out=/host/_output/vm/nvme
+# Host ports: the emulator's EC2, IMDS and admin listeners, the controller,
+# and the forward to the guest agent's port 8703. The VM reaches the host's
+# loopback at 10.0.2.2.
+ec2_port=18700 imds_port=18701 admin_port=18702 agent_port=18703 ctrl_port=18710
+for p in $ec2_port $imds_port $admin_port $agent_port $ctrl_port; do
+  ! (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null || vm_die "port $p is in use"
+done
+
+"$vm_here/build.sh" >/dev/null
+rm -rf "$out" && mkdir -p "$out/bin" "$out/logs" "$out/emulator"
+started=$SECONDS
+vm_log "building the plugin, the emulator and the tests (static)"
+(
+  cd "$vm_repo"
+  CGO_ENABLED=0 go build -o "$out/bin/" ./cmd/diskplane ./cmd/ec2-emulator
+  CGO_ENABLED=0 go test -c -tags vm -o "$out/sanity.test" ./tests/sanity
+  CGO_ENABLED=0 go test -c -tags vm -o "$out/vm.test" ./tests/vm
+)
+
+run_filter=${VM_NVME_RUN:-}
+cat >"$out/guest.sh" <<EOF
+# written by hack/vm/nvme.sh; runs in the node VM
+B=/bin/busybox
+logs=$guest_out/logs
+\$B mkdir -p /run/diskplane
+$guest_out/bin/ec2-emulator guest-agent --listen=0.0.0.0:8703 -v=2 >\$logs/guest-agent.log 2>&1 &
+export AWS_EC2_METADATA_SERVICE_ENDPOINT=http://10.0.2.2:$imds_port AWS_REGION=us-east-1
+$guest_out/bin/diskplane --mode=node --endpoint=unix:///run/diskplane/csi.sock -v=4 >\$logs/node.log 2>&1 &
+node=\$!
+export DISKPLANE_VM_NODE=unix:///run/diskplane/csi.sock DISKPLANE_VM_CONTROLLER=10.0.2.2:$ctrl_port
+export DISKPLANE_VM_ADMIN=http://10.0.2.2:$admin_port DISKPLANE_REQUIRE_ROOT_TESTS=1
+# The emulator serves once it has reached the agent (the controller runs
+# already).
+i=0
+until \$B wget -q -O /dev/null http://10.0.2.2:$admin_port/healthz 2>/dev/null; do
+  i=\$((i + 1)); [ \$i -lt 600 ] || { echo "vm: the emulator never answered"; exit 1; }
+  \$B sleep 0.2
+done
+failed=0
+run() {
+  name=\$1; shift
+  echo "=== VM \$name"
+  start=\$(\$B cut -d. -f1 /proc/uptime)
+  if "\$@"; then
+    echo "=== VM ok   \$name \$(( \$(\$B cut -d. -f1 /proc/uptime) - start )) s"
+  else
+    echo "=== VM FAIL \$name \$(( \$(\$B cut -d. -f1 /proc/uptime) - start )) s"; failed=1
+  fi
+}
+cd /host/tests/sanity
+for access in mount block; do
+  if [ -z "$run_filter" ] || echo TestSanityNVMe | \$B grep -qE "$run_filter"; then
+    DISKPLANE_VM_ACCESS=\$access run "csi-sanity (\$access) on NVMe" $guest_out/sanity.test -test.run '^TestSanityNVMe\$' -test.v -test.timeout=40m
+  fi
+done
+cd /host/tests/vm
+run "NVMe scenarios" $guest_out/vm.test -test.v -test.timeout=20m ${run_filter:+-test.run '$run_filter'}
+kill \$node 2>/dev/null
+exit \$failed
+EOF
+
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+# The controller needs nothing of the emulator to start; it runs before the
+# tests in the VM do.
+env AWS_ENDPOINT_URL_EC2=http://127.0.0.1:$ec2_port AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=vm AWS_SECRET_ACCESS_KEY=vm \
+  "$out/bin/diskplane" --mode=controller --endpoint=tcp://127.0.0.1:$ctrl_port -v=4 >"$out/logs/controller.log" 2>&1 &
+pids+=($!)
+vm_log "booting the VM"
+"$vm_here/run.sh" --forward "$agent_port:8703" "$vm_repo" _output/vm/nvme/guest.sh >"$out/logs/vm-console.log" 2>&1 &
+vm_pid=$!
+"$out/bin/ec2-emulator" --listen=127.0.0.1:$ec2_port --imds-listen=127.0.0.1:$imds_port --admin-listen=127.0.0.1:$admin_port \
+  --data-dir="$out/emulator" --guest-agent=http://127.0.0.1:$agent_port --guest-data-dir=$guest_out/emulator \
+  --zones=us-east-1a=use1-az1 --instance=id=i-0123456789abcdef0,type=m5.large,zone=us-east-1a,local \
+  --volume-create-latency=200ms --attach-latency=200ms --detach-latency=200ms --volume-delete-latency=200ms \
+  --snapshot-latency=200ms --modify-latency=200ms --optimize-latency=200ms -v=2 >"$out/logs/emulator.log" 2>&1 &
+pids+=($!)
+# The emulator serves once it has reached the guest agent in the booted VM.
+for _ in $(seq 600); do
+  curl -fsS "http://127.0.0.1:$admin_port/healthz" >/dev/null 2>&1 && break
+  kill -0 "$vm_pid" 2>/dev/null || break
+  sleep 0.2
+done
+curl -fsS "http://127.0.0.1:$admin_port/healthz" >/dev/null 2>&1 || { tail -20 "$out/logs/emulator.log" >&2; vm_die "the emulator did not start"; }
+vm_log "emulator ready after $((SECONDS - started)) s"
+
+rc=0
+wait "$vm_pid" || rc=$?
+grep -E '^=== VM|^--- FAIL|^    --- FAIL|access: [0-9]+ specs' "$out/logs/vm-console.log" || true
+if ((rc != 0)); then
+  vm_log "failed: the VM's console is $out/logs/vm-console.log; the plugin's logs are in $out/logs"
+fi
+vm_log "NVMe tests: exit status $rc after $((SECONDS - started)) s"
+exit "$rc"

@@ -1,0 +1,84 @@
+//go:build vm
+
+package sanity
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"testing"
+
+	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/types"
+	"github.com/onsi/gomega"
+)
+
+// The environment hack/vm/nvme.sh gives TestSanityNVMe inside the node VM.
+const (
+	envNodeEndpoint       = "DISKPLANE_VM_NODE"       // the node plugin in the VM, e.g. unix:///run/diskplane/csi.sock
+	envControllerEndpoint = "DISKPLANE_VM_CONTROLLER" // the controller on the host, host:port, e.g. 10.0.2.2:18710
+	envEmulatorAdmin      = "DISKPLANE_VM_ADMIN"      // the emulator's admin API on the host
+	envAccess             = "DISKPLANE_VM_ACCESS"     // mount or block
+)
+
+// TestSanityNVMe runs csi-sanity against the production node path: the node
+// plugin, as cmd/diskplane runs it in node mode (no --emulator-loop-devices),
+// inside a VM with Debian's kernel, where the emulator's guest agent attaches
+// volumes as NVMe namespaces with EBS's serial numbers and model, and
+// Diskplane's controller on the host over the EC2 emulator that plays the
+// VM. hack/vm/nvme.sh (make test-vm) builds this binary with -tags vm and
+// runs it in the VM once per access type: each run is a process of its own,
+// so csi-sanity's names differ between them and one cloud serves both.
+func TestSanityNVMe(t *testing.T) {
+	node, ctrl, admin, access := os.Getenv(envNodeEndpoint), os.Getenv(envControllerEndpoint), os.Getenv(envEmulatorAdmin), os.Getenv(envAccess)
+	if node == "" || ctrl == "" || admin == "" || (access != "mount" && access != "block") {
+		t.Skipf("!!! SKIPPED: run by hack/vm/nvme.sh inside the node VM (%s, %s, %s, %s=mount|block unset) !!!",
+			envNodeEndpoint, envControllerEndpoint, envEmulatorAdmin, envAccess)
+	}
+	cfg := testConfig(node, t.TempDir(), access)
+	cfg.ControllerAddress = ctrl
+	ginkgo.Describe(access+" access", func() { sanity.GinkgoTest(&cfg) })
+	var report types.Report
+	ginkgo.ReportAfterSuite("Diskplane NVMe sanity summary", func(r types.Report) { report = r })
+	gomega.RegisterFailHandler(ginkgo.Fail)
+	ginkgo.RunSpecs(t, "Diskplane CSI sanity on NVMe")
+
+	t.Logf("%s access: %s", access, countSpecs(report, access))
+	checkSkips(t, report, []string{access})
+	checkCloudEmpty(t, admin)
+}
+
+// checkCloudEmpty fails the test when the emulator still holds a volume
+// (other than the instance's root volume) or a snapshot after the suite.
+func checkCloudEmpty(t *testing.T, admin string) {
+	t.Helper()
+	var volumes []struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+		Root  bool   `json:"root"`
+	}
+	var snapshots []struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+	}
+	for path, into := range map[string]any{"/volumes": &volumes, "/snapshots": &snapshots} {
+		resp, err := http.Get(admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(into)
+		_ = resp.Body.Close()
+		if err != nil {
+			t.Fatalf("%s%s: %v", admin, path, err)
+		}
+	}
+	for _, v := range volumes {
+		if !v.Root {
+			t.Errorf("volume %s (%s) is left in the cloud", v.ID, v.State)
+		}
+	}
+	for _, s := range snapshots {
+		t.Errorf("snapshot %s (%s) is left in the cloud", s.ID, s.State)
+	}
+}
