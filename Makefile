@@ -69,7 +69,7 @@ clean:
 
 # --- Helm chart, kustomize base and images (charts/, deploy/, hack/chart, hack/image)
 
-.PHONY: helm kustomize verify-kustomize test-chart image image-sidecars image-import
+.PHONY: helm kustomize verify-kustomize test-chart chart-package image push image-sidecars image-import
 
 ## helm: the pinned Helm (hack/tools/helm), built once into _output/tools/helm
 helm:
@@ -83,6 +83,10 @@ kustomize:
 verify-kustomize:
 	hack/chart/kustomize.sh --check
 
+## chart-package: the Helm chart as a versioned archive, _output/charts/diskplane-<version>.tgz (CHART_VERSION, APP_VERSION override Chart.yaml's)
+chart-package:
+	CHART_VERSION='$(CHART_VERSION)' APP_VERSION='$(APP_VERSION)' hack/chart/package.sh
+
 ## test-chart: the chart's tests (lint, rendering, every option, schema) with the pinned Helm
 test-chart:
 	HELM=$$(hack/chart/helm.sh) DISKPLANE_REQUIRE_CHART_TESTS=1 CGO_ENABLED=1 $(GO) test -race $(TEST_FLAGS) ./tests/chart/...
@@ -90,6 +94,10 @@ test-chart:
 ## image: the Linux image from the Dockerfile (buildah, local Debian bases), into _output/images/diskplane.tar
 image:
 	hack/image/build.sh
+
+## push: build the image as IMAGE=<registry>/<name>:<tag> and push it there with buildah (root; log in with buildah login first)
+push:
+	IMAGE='$(IMAGE)' hack/image/push.sh
 
 ## image-sidecars: CSI sidecar images for the local cluster, from hack/local-cluster's binaries
 image-sidecars:

@@ -6,7 +6,8 @@
 #   hack/install-deps.sh cluster    plus what the local Kubernetes cluster needs
 set -euo pipefail
 
-packages=(e2fsprogs xfsprogs util-linux mount cryptsetup-bin kmod ca-certificates curl jq)
+# buildah: the image scripts, and the test that pushes an image to a registry.
+packages=(e2fsprogs xfsprogs util-linux mount cryptsetup-bin kmod ca-certificates curl jq buildah)
 if [[ "${1:-}" == "cluster" ]]; then
   packages+=(containerd runc containernetworking-plugins iptables nftables conntrack etcd-server busybox-static openssl gcc libc6-dev)
 fi

@@ -34,7 +34,9 @@ func guestAgent(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("ec2-emulator "+guestAgentCommand, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("listen", defaultGuestAgentListen, "host:port the agent serves its HTTP API on")
-	klog.InitFlags(fs)
+	logFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(logFlags)
+	fs.Var(logFlags.Lookup("v").Value, "v", "log verbosity: 2 logs every attach and detach")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

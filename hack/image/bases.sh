@@ -9,7 +9,20 @@
 #       that, plus make and ca-certificates from apt and this machine's Go
 #       (/usr/local/go) at /usr/local/go
 # Each is rebuilt only when its inputs change (this script, the Debian
-# mirror, the Go version): the key is recorded as an image label.
+# mirrors, the Go version): the key is recorded as an image label.
+#
+# The Debian packages come from the mirrors this machine's apt uses
+# (/etc/apt/sources.list and sources.list.d): the source of the bookworm suite,
+# and of bookworm-security for security updates. The base's own apt lists
+# bookworm, bookworm-updates and bookworm-security there, as the Debian image
+# does, so the Dockerfile installs current packages.
+#
+# Environment:
+#   DEBIAN_MIRROR           (this machine's bookworm source; on a Debian
+#                           machine of another release, its Debian archive)
+#                           the Debian mirror, e.g. http://mirror.example/debian
+#   DEBIAN_SECURITY_MIRROR  (this machine's bookworm-security source; none:
+#                           no security suite) e.g. http://mirror.example/debian-security
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -17,16 +30,22 @@ source "$(dirname "$0")/lib.sh"
 img_require_tools
 trap img_cleanup EXIT
 
+DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(img_apt_source bookworm)}
+DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(img_apt_debian_archive)}
+[[ -n $DEBIAN_MIRROR ]] ||
+  img_die "this machine's apt sources name no Debian mirror; set DEBIAN_MIRROR to a Debian mirror (http://MIRROR/debian)"
+DEBIAN_SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-$(img_apt_source bookworm-security)}
+
 goroot=$(go env GOROOT)
 script_sum=$(sha256sum "$img_here/bases.sh" | cut -d' ' -f1)
-runtime_key=$(echo "$script_sum bookworm $DEBIAN_MIRROR" | sha256sum | cut -d' ' -f1)
+runtime_key=$(echo "$script_sum bookworm $DEBIAN_MIRROR $DEBIAN_SECURITY_MIRROR" | sha256sum | cut -d' ' -f1)
 builder_key=$(echo "$runtime_key $("$goroot/bin/go" version)" | sha256sum | cut -d' ' -f1)
 
 build_runtime_base() {
   local rootfs ctr mnt
   mkdir -p "$img_out"
   rootfs=$(mktemp -d "$img_out/rootfs.XXXXXX")
-  img_log "debootstrap bookworm (minbase) from $DEBIAN_MIRROR"
+  img_log "debootstrap bookworm (minbase) from $DEBIAN_MIRROR (security: ${DEBIAN_SECURITY_MIRROR:-none})"
   if ! debootstrap --variant=minbase bookworm "$rootfs" "$DEBIAN_MIRROR" >"$img_out/debootstrap.log" 2>&1; then
     rm -rf "$rootfs"
     img_die "debootstrap failed; see $img_out/debootstrap.log"
@@ -43,6 +62,11 @@ path-exclude /usr/share/man/*
 path-exclude /usr/share/info/*
 path-exclude /usr/share/locale/*
 CFG
+  {
+    echo "deb $DEBIAN_MIRROR bookworm main"
+    echo "deb $DEBIAN_MIRROR bookworm-updates main"
+    [[ -z $DEBIAN_SECURITY_MIRROR ]] || echo "deb $DEBIAN_SECURITY_MIRROR bookworm-security main"
+  } >"$rootfs/etc/apt/sources.list"
   cat >"$rootfs/etc/apt/apt.conf.d/docker-clean" <<'CFG'
 DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
 APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };

@@ -11,6 +11,9 @@
 #   IMAGE             (ghcr.io/diskplane/diskplane:v<chart appVersion>) the tag
 #   VERSION, COMMIT   what the binary reports (default: from git)
 #   PUBLIC_BASES=1    use the Dockerfile's default bases (needs a registry)
+#   DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR  where the local bases' Debian
+#                     comes from (default: this machine's apt sources; see
+#                     bases.sh)
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"

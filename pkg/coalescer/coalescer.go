@@ -2,8 +2,9 @@
 // short window into one execution. The controller uses it so that a
 // ControllerExpandVolume and a ControllerModifyVolume for the same volume,
 // which Kubernetes sends separately, become a single EC2 ModifyVolume: EC2
-// accepts only one modification per volume every few hours, so a second call
-// would leave the second change stuck.
+// modifies a volume at most four times in 24 hours and only once its previous
+// modification has completed, so a second call would leave the second change
+// waiting, and spend another of the four.
 //
 // Contract:
 //   - The first request for a key opens a window of Options.Window. Every
