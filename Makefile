@@ -36,11 +36,13 @@ build-windows:
 test: deps
 	CGO_ENABLED=1 $(GO) test -race $(TEST_FLAGS) ./...
 
-## test-vm: the node-side root tests (pkg/mounter, pkg/driver/node, pkg/emulator/disks) as root inside a
-## VM with Debian's stock kernel (hack/vm): device-mapper, the NVMe target, online ext4 growth
+## test-vm: as root, in a VM with Debian's stock kernel (hack/vm): the node-side root tests (pkg/mounter,
+## pkg/driver/node, pkg/emulator/disks) with nothing skipped (device-mapper, the NVMe target, online ext4
+## growth), then csi-sanity and the NVMe scenarios with the VM as the emulator's instance (NVMe devices)
 .PHONY: test-vm
 test-vm:
 	hack/vm/test.sh
+	hack/vm/nvme.sh
 
 ## fuzz: run each fuzz target briefly (FUZZTIME each); the seed corpora also run in `make test`
 FUZZTIME ?= 20s
@@ -63,6 +65,8 @@ verify:
 	$(GO) tool staticcheck -tags e2e ./tests/e2e/...
 	$(GO) vet -tags e2e_install ./tests/e2e/install/...
 	$(GO) tool staticcheck -tags e2e_install ./tests/e2e/install/...
+	$(GO) vet -tags vm ./tests/vm/... ./tests/sanity/...
+	$(GO) tool staticcheck -tags vm ./tests/vm/... ./tests/sanity/...
 
 clean:
 	rm -rf $(OUTPUT)
