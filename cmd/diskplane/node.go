@@ -33,6 +33,8 @@ type nodeFlags struct {
 	pluginRegistrationDir     string
 	deviceLinkDir             string
 	emulatorLoopDevices       bool
+	luksPBKDFMemoryKiB        int
+	luksPBKDFTime             time.Duration
 }
 
 func (f *nodeFlags) register(fs *flag.FlagSet) {
@@ -49,6 +51,10 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 		"the kubelet's plugin registration directory, where the registration socket goes")
 	fs.StringVar(&f.deviceLinkDir, "device-link-dir", mounter.DefaultDeviceLinkDir,
 		"where the by-id links of NVMe devices are")
+	fs.IntVar(&f.luksPBKDFMemoryKiB, "luks-pbkdf-memory", mounter.DefaultLUKSPBKDFMemoryKiB,
+		"memory cost in KiB of Argon2id in the LUKS2 headers the node writes (nodeEncryption: luks2): every open of the volume takes this much, on any node")
+	fs.DurationVar(&f.luksPBKDFTime, "luks-pbkdf-time", mounter.DefaultLUKSPBKDFTime,
+		"how long the key derivation of a new LUKS2 header is tuned to take on the node that formats it (cryptsetup --iter-time)")
 	fs.BoolVar(&f.emulatorLoopDevices, "emulator-loop-devices", false,
 		"test-only: accept a loop device backed by <volume ID>.img as that volume, as the EC2 emulator attaches volumes to the host it plays; "+
 			"never on a real cloud, where a loop device proves nothing about which volume it is")
@@ -63,6 +69,12 @@ func (f *nodeFlags) validate() error {
 	}
 	if f.volumeAttachLimit > 0 && f.reservedVolumeAttachments >= 0 {
 		return errors.New("--volume-attach-limit and --reserved-volume-attachments exclude each other: the limit is already what the driver may use")
+	}
+	if f.luksPBKDFMemoryKiB < 8*1024 || f.luksPBKDFMemoryKiB > 4*1024*1024 {
+		return fmt.Errorf("--luks-pbkdf-memory=%d: want 8192 (8 MiB) to 4194304 (4 GiB) KiB", f.luksPBKDFMemoryKiB)
+	}
+	if f.luksPBKDFTime < 10*time.Millisecond || f.luksPBKDFTime > time.Minute {
+		return fmt.Errorf("--luks-pbkdf-time=%s: want 10ms to 1m", f.luksPBKDFTime)
 	}
 	if f.kubeletRegistrationPath != "" && !filepath.IsAbs(f.kubeletRegistrationPath) {
 		return fmt.Errorf("--kubelet-registration-path=%s: want an absolute path", f.kubeletRegistrationPath)
@@ -82,7 +94,8 @@ func buildNode(ctx context.Context, opts *options, _ prometheus.Registerer) (csi
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := mounter.New(mounter.Options{DeviceLinkDir: f.deviceLinkDir, EmulatorLoopDevices: f.emulatorLoopDevices})
+	m, err := mounter.New(mounter.Options{DeviceLinkDir: f.deviceLinkDir, EmulatorLoopDevices: f.emulatorLoopDevices,
+		LUKSPBKDFMemoryKiB: f.luksPBKDFMemoryKiB, LUKSPBKDFTime: f.luksPBKDFTime})
 	if err != nil {
 		return nil, nil, err
 	}

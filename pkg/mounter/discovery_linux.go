@@ -205,6 +205,9 @@ func (f *deviceFinder) verify(volumeID, dev string, named bool) error {
 		}
 		return nil
 	}
+	if strings.HasPrefix(name, "dm-") {
+		return f.verifyMapping(volumeID, dev, sysPath)
+	}
 	kind := diskKind(name)
 	if kind == "" {
 		return fmt.Errorf("%w: cannot tell whether %s (%s) is volume %s", ErrWrongDevice, dev, name, volumeID)
@@ -227,6 +230,26 @@ func (f *deviceFinder) verify(volumeID, dev string, named bool) error {
 		return fmt.Errorf("%w: %s device %s has no serial number naming volume %s, and on a KVM cloud a device name does not prove "+
 			"which volume a disk is; the cloud must give the disk the volume ID as its serial number (%s)", ErrWrongDevice, kind, dev, volumeID, volumeSerials(volumeID))
 	}
+}
+
+// verifyMapping accepts a device-mapper device (at sysPath) only when it is
+// the volume's own LUKS mapping, by its name and type, and it sits on one
+// device that is the volume.
+func (f *deviceFinder) verifyMapping(volumeID, dev, sysPath string) error {
+	name := readTrimmed(filepath.Join(sysPath, "dm", "name"))
+	uuid := readTrimmed(filepath.Join(sysPath, "dm", "uuid"))
+	if name != mappingName(volumeID) || !strings.HasPrefix(uuid, "CRYPT-LUKS") {
+		return fmt.Errorf("%w: device-mapper device %s is %q, not the LUKS mapping %s of volume %s", ErrWrongDevice, dev, name, mappingName(volumeID), volumeID)
+	}
+	slaves, err := os.ReadDir(filepath.Join(sysPath, "slaves"))
+	if err != nil || len(slaves) != 1 {
+		return fmt.Errorf("%w: LUKS mapping %s does not sit on exactly one device (%v)", ErrWrongDevice, dev, err)
+	}
+	under := filepath.Join(f.devDir, slaves[0].Name())
+	if err := f.verify(volumeID, under, true); err != nil {
+		return fmt.Errorf("LUKS mapping %s sits on %s: %w", dev, under, err)
+	}
+	return nil
 }
 
 // Kinds of disk, by the name the kernel gives them.

@@ -95,6 +95,33 @@ type Mounter interface {
 	// InstanceStoreVolumes counts the NVMe instance store volumes of this
 	// instance; on most Nitro instance types each takes an EBS attachment slot.
 	InstanceStoreVolumes() (int, error)
+
+	// OpenEncrypted makes device, verified to be volumeID, usable through the
+	// volume's LUKS mapping and returns the mapping's device node, symlinks
+	// resolved. An open mapping of the volume is reused when it sits on
+	// device and refused (ErrWrongDevice) when it sits on another; a device
+	// holding a LUKS header is opened with passphrase; a device positively
+	// read as blank (FormatAndMount's test) is formatted as LUKS2 first, and
+	// the new mapping is zeroed where a blank test reads, so that what is
+	// then made on it is made on a blank device. A device holding anything
+	// else is refused with ErrFilesystemMismatch and left untouched; a
+	// passphrase no key slot takes is ErrWrongPassphrase. The passphrase
+	// reaches cryptsetup on its standard input only.
+	OpenEncrypted(ctx context.Context, volumeID, device string, passphrase []byte) (string, error)
+	// EncryptedMapping returns the device node (symlinks resolved) of the
+	// volume's open LUKS mapping and of the device it sits on, or "" and ""
+	// when the volume has no open mapping.
+	EncryptedMapping(volumeID string) (mapping, device string, err error)
+	// ResizeEncrypted grows the volume's open mapping to the size of the
+	// device under it; a mapping that spans its device already is left
+	// alone. The volume key of an open LUKS2 mapping lives in the kernel's
+	// keyring, where a restarted plugin cannot reach it, so growing needs the
+	// passphrase; ErrPassphraseNeeded when it must grow and passphrase is
+	// empty.
+	ResizeEncrypted(ctx context.Context, volumeID string, passphrase []byte) error
+	// CloseEncrypted closes the volume's LUKS mapping. A mapping that is not
+	// open is closed.
+	CloseEncrypted(ctx context.Context, volumeID string) error
 }
 
 // Stats is what NodeGetVolumeStats reports for a filesystem, measured the
@@ -124,6 +151,15 @@ var (
 	// ErrFilesystemMismatch means the device holds something other than the
 	// requested filesystem; nothing was written to it.
 	ErrFilesystemMismatch = errors.New("device holds data the request does not match")
+	// ErrWrongPassphrase means the passphrase opens no key slot of the
+	// volume's LUKS header; nothing was written to the device.
+	ErrWrongPassphrase = errors.New("no key slot of the LUKS header takes this passphrase")
+	// ErrPassphraseNeeded means an encrypted volume's mapping must grow and
+	// no passphrase was given (NodeExpandVolume without its secret).
+	ErrPassphraseNeeded = errors.New("growing the encrypted volume needs its passphrase")
+	// ErrEncryptionUnavailable means this node's kernel or tools cannot open
+	// LUKS volumes (no device-mapper, or no cryptsetup).
+	ErrEncryptionUnavailable = errors.New("this node cannot open LUKS volumes")
 )
 
 // Options configure the Linux mounter.
@@ -135,6 +171,13 @@ type Options struct {
 	SysDir string
 	// DeviceWait bounds how long FindDevice waits for a device to appear.
 	DeviceWait time.Duration
+	// LUKSPBKDFMemoryKiB is the memory cost of Argon2id, the key derivation
+	// of the LUKS2 headers the node writes: what opening the volume takes on
+	// any node, for the derivation's length. Zero means DefaultLUKSPBKDFMemoryKiB.
+	LUKSPBKDFMemoryKiB int
+	// LUKSPBKDFTime is how long cryptsetup tunes the derivation to take on
+	// the node that formats (--iter-time). Zero means DefaultLUKSPBKDFTime.
+	LUKSPBKDFTime time.Duration
 	// EmulatorLoopDevices accepts a loop device whose backing file is named
 	// after the volume (…/vol-….img) as that volume: how the EC2 emulator's
 	// loop store attaches volumes to the host it plays. It is for the
@@ -149,6 +192,13 @@ const (
 	DefaultDeviceLinkDir = "/dev/disk/by-id"
 	DefaultSysDir        = "/sys"
 	DefaultDeviceWait    = 15 * time.Second
+	// DefaultLUKSPBKDFMemoryKiB bounds Argon2id at 32 MiB, which no node
+	// plugin's memory limit trips over (cryptsetup's own default scales
+	// with the node's memory, and a header written on a large node could
+	// then not be opened on a small one).
+	DefaultLUKSPBKDFMemoryKiB = 32 * 1024
+	// DefaultLUKSPBKDFTime is cryptsetup's own default iteration time.
+	DefaultLUKSPBKDFTime = 2 * time.Second
 )
 
 // IsCorruptedMount reports whether err comes from a mount point whose

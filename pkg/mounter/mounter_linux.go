@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2"
@@ -24,6 +25,14 @@ type linuxMounter struct {
 	resizer *mountutils.ResizeFs
 	exec    utilexec.Interface
 	devices *deviceFinder
+	luks    luksSettings
+}
+
+// luksSettings are the key derivation costs of the LUKS2 headers the node
+// writes.
+type luksSettings struct {
+	memoryKiB int
+	time      time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -35,6 +44,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DeviceWait <= 0 {
 		o.DeviceWait = DefaultDeviceWait
+	}
+	if o.LUKSPBKDFMemoryKiB <= 0 {
+		o.LUKSPBKDFMemoryKiB = DefaultLUKSPBKDFMemoryKiB
+	}
+	if o.LUKSPBKDFTime <= 0 {
+		o.LUKSPBKDFTime = DefaultLUKSPBKDFTime
 	}
 	return o
 }
@@ -52,6 +67,7 @@ func New(o Options) (Mounter, error) {
 		resizer: mountutils.NewResizeFs(ex),
 		exec:    ex,
 		devices: newDeviceFinder(o),
+		luks:    luksSettings{memoryKiB: o.LUKSPBKDFMemoryKiB, time: o.LUKSPBKDFTime},
 	}, nil
 }
 

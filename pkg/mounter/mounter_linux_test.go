@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -42,7 +43,8 @@ func newRig(t *testing.T) *rig {
 	testutil.RequireRoot(t, "losetup", "mkfs.ext4", "mkfs.xfs", "blkid", "resize2fs", "xfs_growfs")
 	dir := t.TempDir()
 	r := &rig{t: t, dir: dir, linkDir: filepath.Join(dir, "by-id")}
-	m, err := mounter.New(mounter.Options{DeviceLinkDir: r.linkDir, EmulatorLoopDevices: true})
+	// A LUKS2 header tuned to open in 50 ms: the tests format many.
+	m, err := mounter.New(mounter.Options{DeviceLinkDir: r.linkDir, EmulatorLoopDevices: true, LUKSPBKDFTime: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,9 @@ type deviceContent struct {
 	// last MiB is not all zeros: data of a kind blkid does not know (a
 	// database's raw block volume, say), which must not be formatted over.
 	Unrecognised bool
+	// Label is the label blkid read from the signature (a filesystem's, or
+	// a LUKS2 header's), or "".
+	Label string
 }
 
 // Blank reports whether the device was positively read as holding nothing.
@@ -107,6 +110,8 @@ func parseBlkid(out []byte) deviceContent {
 			c.Filesystem = value
 		case "PTTYPE":
 			c.PartitionTable = value
+		case "LABEL":
+			c.Label = value
 		}
 	}
 	if c.Filesystem == "" && c.PartitionTable == "" {

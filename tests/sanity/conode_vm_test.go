@@ -23,8 +23,10 @@ import (
 // a Controller service exists (to attach a volume before staging it), which
 // holds only where one process serves both; a node-mode plugin rightly says
 // it serves no controller, and a CO, knowing the two apart, never asks it.
-// It returns the socket's endpoint.
-func coNode(t *testing.T, node, ctrl string) string {
+// It also puts expandSecrets into every NodeExpandVolume, as the kubelet
+// does from a volume's node-expand secret: csi-sanity has no setting for
+// that secret. It returns the socket's endpoint.
+func coNode(t *testing.T, node, ctrl string, expandSecrets map[string]string) string {
 	t.Helper()
 	nodeConn := grpcDial(t, node)
 	ctrlConn := grpcDial(t, ctrl)
@@ -39,12 +41,20 @@ func coNode(t *testing.T, node, ctrl string) string {
 		if err := stream.RecvMsg(&req); err != nil {
 			return err
 		}
-		if method == "/csi.v1.Identity/GetPluginCapabilities" {
+		switch method {
+		case "/csi.v1.Identity/GetPluginCapabilities":
 			resp, err := unionCapabilities(stream.Context(), nodeConn, ctrlConn)
 			if err != nil {
 				return err
 			}
 			return stream.SendMsg(resp)
+		case "/csi.v1.Node/NodeExpandVolume":
+			if len(expandSecrets) > 0 {
+				var err error
+				if req, err = withSecrets(req, expandSecrets); err != nil {
+					return err
+				}
+			}
 		}
 		var resp []byte
 		if err := nodeConn.Invoke(stream.Context(), method, req, &resp, grpc.ForceCodec(rawCodec{})); err != nil {
@@ -55,6 +65,16 @@ func coNode(t *testing.T, node, ctrl string) string {
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)
 	return "unix://" + sock
+}
+
+// withSecrets adds secrets to an encoded NodeExpandVolumeRequest.
+func withSecrets(encoded []byte, secrets map[string]string) ([]byte, error) {
+	var req csi.NodeExpandVolumeRequest
+	if err := proto.Unmarshal(encoded, &req); err != nil {
+		return nil, err
+	}
+	req.Secrets = secrets
+	return proto.Marshal(&req)
 }
 
 // unionCapabilities answers GetPluginCapabilities with the capabilities of

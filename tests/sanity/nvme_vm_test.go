@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -21,7 +22,11 @@ const (
 	envControllerEndpoint = "DISKPLANE_VM_CONTROLLER" // the controller on the host, host:port, e.g. 10.0.2.2:18710
 	envEmulatorAdmin      = "DISKPLANE_VM_ADMIN"      // the emulator's admin API on the host
 	envAccess             = "DISKPLANE_VM_ACCESS"     // mount or block
+	envEncrypted          = "DISKPLANE_VM_ENCRYPTED"  // 1: volumes encrypted on the node (nodeEncryption: luks2)
 )
+
+// vmPassphrase is the LUKS passphrase of the encrypted run's volumes.
+const vmPassphrase = "sanity passphrase, not a secret"
 
 // TestSanityNVMe runs csi-sanity against the production node path: the node
 // plugin, as cmd/diskplane runs it in node mode (no --emulator-loop-devices),
@@ -37,8 +42,22 @@ func TestSanityNVMe(t *testing.T) {
 		t.Skipf("!!! SKIPPED: run by hack/vm/nvme.sh inside the node VM (%s, %s, %s, %s=mount|block unset) !!!",
 			envNodeEndpoint, envControllerEndpoint, envEmulatorAdmin, envAccess)
 	}
-	cfg := testConfig(coNode(t, node, ctrl), t.TempDir(), access)
+	secrets := map[string]string{}
+	if os.Getenv(envEncrypted) == "1" {
+		secrets["luksPassphrase"] = vmPassphrase
+	}
+	dir := t.TempDir()
+	cfg := testConfig(coNode(t, node, ctrl, secrets), dir, access)
 	cfg.ControllerAddress = ctrl
+	if len(secrets) > 0 {
+		// A StorageClass with nodeEncryption: luks2 and node-stage and
+		// node-expand secrets holding the passphrase.
+		cfg.TestVolumeParameters["nodeEncryption"] = "luks2"
+		cfg.SecretsFile = filepath.Join(dir, "secrets.yaml")
+		if err := os.WriteFile(cfg.SecretsFile, []byte("NodeStageVolumeSecret:\n  luksPassphrase: "+vmPassphrase+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ginkgo.Describe(access+" access", func() { sanity.GinkgoTest(&cfg) })
 	var report types.Report
 	ginkgo.ReportAfterSuite("Diskplane NVMe sanity summary", func(r types.Report) { report = r })

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -41,20 +42,7 @@ func newCloudNode(t *testing.T) *cloudNode {
 	testutil.RequireRoot(t, "losetup", "mkfs.ext4", "mkfs.xfs", "blkid", "resize2fs", "xfs_growfs", "df", "findmnt")
 	env := emulatortest.Start(t, emulatortest.Options{Devices: true})
 	n := &cloudNode{t: t, env: env, ec2: env.EC2Client(), dir: t.TempDir()}
-	m, err := mounter.New(mounter.Options{DeviceLinkDir: env.LinkDir, EmulatorLoopDevices: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.svc, err = node.New(node.Config{
-		Metadata: func(ctx context.Context) (*metadata.Instance, error) {
-			return metadata.Get(ctx, metadata.Options{Sources: []string{metadata.SourceIMDS}, IMDSEndpoint: env.IMDSURL})
-		},
-		Mounter:                   m,
-		ReservedVolumeAttachments: -1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n.svc = n.newService()
 	// Runs before the emulator's teardown: a failed test must not leave
 	// mounts that keep its loop devices busy.
 	t.Cleanup(func() {
@@ -67,11 +55,37 @@ func newCloudNode(t *testing.T) *cloudNode {
 	return n
 }
 
+// newService builds a node service over this node, as a (re)started plugin
+// does. LUKS2 headers it writes are tuned to open in 50 ms: the tests
+// format many.
+func (n *cloudNode) newService() *node.Service {
+	t, env := n.t, n.env
+	t.Helper()
+	m, err := mounter.New(mounter.Options{DeviceLinkDir: env.LinkDir, EmulatorLoopDevices: true, LUKSPBKDFTime: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := node.New(node.Config{
+		Metadata: func(ctx context.Context) (*metadata.Instance, error) {
+			return metadata.Get(ctx, metadata.Options{Sources: []string{metadata.SourceIMDS}, IMDSEndpoint: env.IMDSURL})
+		},
+		Mounter:                   m,
+		ReservedVolumeAttachments: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
 // volume is one emulated EBS volume attached to this node.
 type volume struct {
 	ID         string
 	DevicePath string // the attachment's device name, as the controller passes it
 	Link       string // the by-id link the emulator made
+	// Context and Secrets go into the volume's stage (and publish) requests:
+	// a volume context from CreateVolume, the node-stage secret.
+	Context, Secrets map[string]string
 }
 
 // attachNew creates a volume of sizeGiB and attaches it to this node.
@@ -84,8 +98,41 @@ func (n *cloudNode) attachNew(sizeGiB int32) volume {
 	}
 	v := volume{ID: aws.ToString(out.VolumeId), DevicePath: "/dev/xvdba"}
 	n.attach(v)
-	v.Link = filepath.Join(n.env.LinkDir, "nvme-Amazon_Elastic_Block_Store_"+strings.Replace(v.ID, "-", "", 1))
+	v.Link = n.linkOf(v.ID)
 	return v
+}
+
+// linkOf is the by-id link the emulator makes for an attached volume.
+func (n *cloudNode) linkOf(volumeID string) string {
+	return filepath.Join(n.env.LinkDir, "nvme-Amazon_Elastic_Block_Store_"+strings.Replace(volumeID, "-", "", 1))
+}
+
+// waitAvailable polls DescribeVolumes until a new volume is available.
+func (n *cloudNode) waitAvailable(id string) {
+	n.t.Helper()
+	for i := 0; ; i++ {
+		out, err := n.ec2.DescribeVolumes(n.t.Context(), &ec2.DescribeVolumesInput{VolumeIds: []string{id}})
+		if err == nil && len(out.Volumes) == 1 && out.Volumes[0].State == types.VolumeStateAvailable {
+			return
+		}
+		if i == 10000 {
+			n.t.Fatalf("volume %s never became available: %v", id, err)
+		}
+	}
+}
+
+// waitSnapshot polls DescribeSnapshots until a snapshot is completed.
+func (n *cloudNode) waitSnapshot(id string) {
+	n.t.Helper()
+	for i := 0; ; i++ {
+		out, err := n.ec2.DescribeSnapshots(n.t.Context(), &ec2.DescribeSnapshotsInput{SnapshotIds: []string{id}})
+		if err == nil && len(out.Snapshots) == 1 && out.Snapshots[0].State == types.SnapshotStateCompleted {
+			return
+		}
+		if i == 10000 {
+			n.t.Fatalf("snapshot %s never completed: %v", id, err)
+		}
+	}
 }
 
 // attach attaches an existing volume to this node again.
@@ -189,7 +236,7 @@ func (n *cloudNode) kubeletPaths(v volume) (staging, target string) {
 
 func (n *cloudNode) stage(v volume, staging string, c *csi.VolumeCapability) error {
 	_, err := n.svc.NodeStageVolume(n.t.Context(), &csi.NodeStageVolumeRequest{VolumeId: v.ID, StagingTargetPath: staging,
-		VolumeCapability: c, PublishContext: map[string]string{"devicePath": v.DevicePath}})
+		VolumeCapability: c, PublishContext: map[string]string{"devicePath": v.DevicePath}, VolumeContext: v.Context, Secrets: v.Secrets})
 	return err
 }
 
@@ -203,7 +250,7 @@ func (n *cloudNode) unstage(v volume, staging string) {
 func (n *cloudNode) publish(v volume, staging, target string, c *csi.VolumeCapability) {
 	n.t.Helper()
 	if _, err := n.svc.NodePublishVolume(n.t.Context(), &csi.NodePublishVolumeRequest{VolumeId: v.ID, StagingTargetPath: staging,
-		TargetPath: target, VolumeCapability: c, PublishContext: map[string]string{"devicePath": v.DevicePath}}); err != nil {
+		TargetPath: target, VolumeCapability: c, PublishContext: map[string]string{"devicePath": v.DevicePath}, VolumeContext: v.Context}); err != nil {
 		n.t.Fatal(err)
 	}
 }
@@ -211,6 +258,19 @@ func (n *cloudNode) publish(v volume, staging, target string, c *csi.VolumeCapab
 func (n *cloudNode) unpublish(v volume, target string) {
 	n.t.Helper()
 	if _, err := n.svc.NodeUnpublishVolume(n.t.Context(), &csi.NodeUnpublishVolumeRequest{VolumeId: v.ID, TargetPath: target}); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// syncFS writes the filesystem mounted at path through to its device.
+func (n *cloudNode) syncFS(path string) {
+	n.t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
 		n.t.Fatal(err)
 	}
 }

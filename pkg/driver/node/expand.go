@@ -14,8 +14,11 @@ import (
 
 // NodeExpandVolume grows the filesystem of a mounted volume to the size of
 // its device, online, after the controller grew the volume (EC2
-// ModifyVolume). For a block volume there is nothing to grow. Either way the
-// capacity returned is the device's size as measured now.
+// ModifyVolume). For a block volume there is nothing to grow. A volume
+// encrypted on the node first has its LUKS mapping grown, with the
+// passphrase of the node-expand secret (the volume key is in the kernel's
+// keyring, out of the plugin's reach). Either way the capacity returned is
+// the volume's device's size as measured now.
 func (s *Service) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
 	volumeID, volumePath := req.GetVolumeId(), req.GetVolumePath()
 	if err := checkVolumeID(volumeID); err != nil {
@@ -45,6 +48,18 @@ func (s *Service) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolum
 	if err := s.requireMounted(volumeID, volumePath); err != nil {
 		return nil, err
 	}
+	mapping, under, err := s.os.EncryptedMapping(volumeID)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "find the encrypted mapping of volume %s: %v", volumeID, err)
+	}
+	if mapping != "" {
+		pass := passphrase(req.GetSecrets())
+		err := s.os.ResizeEncrypted(ctx, volumeID, pass)
+		wipe(pass)
+		if err != nil {
+			return nil, encryptionError(ctx, fmt.Sprintf("grow the encrypted mapping of volume %s", volumeID), "node-expand", err)
+		}
+	}
 	if !block {
 		if block, err = s.os.IsBlockDevice(volumePath); err != nil {
 			return nil, status.Errorf(codes.Internal, "check %s: %v", volumePath, err)
@@ -61,6 +76,11 @@ func (s *Service) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolum
 		if err := s.growFilesystem(device, volumePath); err != nil {
 			return nil, osError(ctx, fmt.Sprintf("grow the filesystem of volume %s", volumeID), err)
 		}
+	}
+	if mapping != "" {
+		// The volume's size, not the mapping's, which is smaller by the LUKS
+		// header: the capacity a claim asks for is the volume's.
+		device = under
 	}
 	size, err := s.os.DeviceSize(device)
 	if err != nil {

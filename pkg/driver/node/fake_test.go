@@ -31,6 +31,9 @@ type fakeOS struct {
 	nvmeStore   int
 	failOn      map[string]error // method -> error it returns
 
+	luksKeys map[string]string // device -> passphrase of the LUKS header on it
+	mappings map[string]string // volume ID -> device its open mapping sits on
+
 	// findEntered, when set, receives once FindDevice is entered; FindDevice
 	// then waits until findRelease is closed.
 	findEntered chan struct{}
@@ -50,7 +53,7 @@ func newFakeOS() *fakeOS {
 		devices: map[string]string{}, wrongDevice: map[string]bool{}, formats: map[string]string{},
 		deviceSizes: map[string]int64{}, fsSizes: map[string]int64{}, paths: map[string]string{},
 		mounts: map[string]fakeMount{}, corrupted: map[string]bool{}, stats: map[string]mounter.Stats{},
-		failOn: map[string]error{},
+		failOn: map[string]error{}, luksKeys: map[string]string{}, mappings: map[string]string{},
 	}
 }
 
@@ -105,10 +108,13 @@ func (f *fakeOS) FindDevice(ctx context.Context, volumeID, hint string) (string,
 func (f *fakeOS) VerifyDevice(volumeID, devicePath string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.devices[volumeID] != devicePath {
-		return fmt.Errorf("%w: %s is not %s", mounter.ErrWrongDevice, devicePath, volumeID)
+	if f.devices[volumeID] == devicePath {
+		return nil
 	}
-	return nil
+	if under, open := f.mappings[volumeID]; open && devicePath == fakeMapping(volumeID) && under == f.devices[volumeID] {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not %s", mounter.ErrWrongDevice, devicePath, volumeID)
 }
 
 func (f *fakeOS) PathExists(path string) (bool, error) {

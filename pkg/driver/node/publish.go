@@ -79,12 +79,22 @@ func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVol
 }
 
 // publishBlock bind-mounts the volume's device node onto a file at the
-// target path.
+// target path; for a volume encrypted on the node, the node of its LUKS
+// mapping, which NodeStageVolume opened.
 func (s *Service) publishBlock(ctx context.Context, req *csi.NodePublishVolumeRequest, options []string) (*csi.NodePublishVolumeResponse, error) {
 	volumeID, target := req.GetVolumeId(), req.GetTargetPath()
+	encrypted, err := nodeEncryption(req.GetVolumeContext())
+	if err != nil {
+		return nil, err
+	}
 	device, err := s.os.FindDevice(ctx, volumeID, req.GetPublishContext()[volumecontext.DevicePathKey])
 	if err != nil {
 		return nil, osError(ctx, fmt.Sprintf("find the device of volume %s", volumeID), err)
+	}
+	if encrypted {
+		if device, err = s.stagedMapping(volumeID, device); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.checkSingleWriter(req, device); err != nil {
 		return nil, err

@@ -16,9 +16,12 @@ import (
 
 // NodeStageVolume finds the volume's device, proves it is the volume,
 // formats it if (and only if) it is blank, mounts it at the staging path and
-// grows the filesystem if the volume was expanded while detached. A block
-// volume needs none of this: it is bind-mounted straight from the device at
-// publish time.
+// grows the filesystem if the volume was expanded while detached. A volume
+// encrypted on the node is first opened as a LUKS mapping (formatted as
+// LUKS2 when blank) with the passphrase of the node-stage secret, and the
+// rest happens on the mapping. A plain block volume needs none of this: it
+// is bind-mounted straight from the device at publish time; an encrypted
+// one is staged by opening its mapping.
 func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	volumeID, staging := req.GetVolumeId(), req.GetStagingTargetPath()
 	if err := checkVolumeID(volumeID); err != nil {
@@ -31,12 +34,26 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeR
 	if err != nil {
 		return nil, err
 	}
-	if block {
-		return &csi.NodeStageVolumeResponse{}, nil
-	}
-	fsType, format, err := filesystemOf(req.GetVolumeCapability(), req.GetVolumeContext())
+	encrypted, err := nodeEncryption(req.GetVolumeContext())
 	if err != nil {
 		return nil, err
+	}
+	if block && !encrypted {
+		return &csi.NodeStageVolumeResponse{}, nil
+	}
+	var fsType string
+	var format volumecontext.FormatOptions
+	if !block {
+		if fsType, format, err = filesystemOf(req.GetVolumeCapability(), req.GetVolumeContext()); err != nil {
+			return nil, err
+		}
+	}
+	var pass []byte
+	if encrypted {
+		if pass, err = stagePassphrase(volumeID, req.GetSecrets()); err != nil {
+			return nil, err
+		}
+		defer wipe(pass)
 	}
 	release, err := s.acquire(volumeID)
 	if err != nil {
@@ -47,6 +64,15 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeR
 	device, err := s.os.FindDevice(ctx, volumeID, req.GetPublishContext()[volumecontext.DevicePathKey])
 	if err != nil {
 		return nil, osError(ctx, fmt.Sprintf("find the device of volume %s", volumeID), err)
+	}
+	if encrypted {
+		if device, err = s.openEncrypted(ctx, volumeID, device, pass); err != nil {
+			return nil, err
+		}
+		if block {
+			klog.V(2).InfoS("Staged encrypted block volume", "volumeID", volumeID, "mapping", device)
+			return &csi.NodeStageVolumeResponse{}, nil
+		}
 	}
 	mounted, err := s.prepareMountPoint(staging, s.os.MakeDir)
 	if err != nil {
@@ -130,9 +156,11 @@ func (s *Service) prepareMountPoint(path string, create func(string) error) (boo
 	return mounted, nil
 }
 
-// NodeUnstageVolume unmounts the staging path. The directory itself
-// belongs to the CO, which removes it; a path that is gone or not mounted
-// means the work is done.
+// NodeUnstageVolume unmounts the staging path and closes the volume's LUKS
+// mapping, if it has one. The directory itself belongs to the CO, which
+// removes it; a path that is gone or not mounted means the unmount is
+// done, and a mapping that is not open means the close is, so a call that
+// follows a crash between the two completes the second.
 func (s *Service) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
 	volumeID, staging := req.GetVolumeId(), req.GetStagingTargetPath()
 	if err := checkVolumeID(volumeID); err != nil {
@@ -147,26 +175,37 @@ func (s *Service) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVol
 	}
 	defer release()
 
+	mounted, err := s.stagedAt(staging)
+	if err != nil {
+		return nil, err
+	}
+	if mounted {
+		if err := s.os.Unmount(staging); err != nil {
+			return nil, status.Errorf(codes.Internal, "unstage volume %s: %v", volumeID, err)
+		}
+		klog.V(2).InfoS("Unstaged volume", "volumeID", volumeID, "stagingPath", staging)
+	}
+	if err := s.closeEncrypted(ctx, volumeID); err != nil {
+		return nil, err
+	}
+	return &csi.NodeUnstageVolumeResponse{}, nil
+}
+
+// stagedAt reports whether something is mounted at a staging path that may
+// be gone; a corrupted mount counts as mounted, so it is unmounted.
+func (s *Service) stagedAt(staging string) (bool, error) {
 	exists, err := s.os.PathExists(staging)
 	switch {
 	case err != nil && mounter.IsCorruptedMount(err):
-		// Unmount below.
+		return true, nil
 	case err != nil:
-		return nil, status.Errorf(codes.Internal, "check %s: %v", staging, err)
+		return false, status.Errorf(codes.Internal, "check %s: %v", staging, err)
 	case !exists:
-		return &csi.NodeUnstageVolumeResponse{}, nil
-	default:
-		mounted, err := s.os.IsMountPoint(staging)
-		if err != nil {
-			return nil, status.Errorf(codes.Internal, "check whether %s is mounted: %v", staging, err)
-		}
-		if !mounted {
-			return &csi.NodeUnstageVolumeResponse{}, nil
-		}
+		return false, nil
 	}
-	if err := s.os.Unmount(staging); err != nil {
-		return nil, status.Errorf(codes.Internal, "unstage volume %s: %v", volumeID, err)
+	mounted, err := s.os.IsMountPoint(staging)
+	if err != nil {
+		return false, status.Errorf(codes.Internal, "check whether %s is mounted: %v", staging, err)
 	}
-	klog.V(2).InfoS("Unstaged volume", "volumeID", volumeID, "stagingPath", staging)
-	return &csi.NodeUnstageVolumeResponse{}, nil
+	return mounted, nil
 }

@@ -12,6 +12,8 @@ package parameters
 import (
 	"errors"
 	"strings"
+
+	"github.com/diskplane/diskplane/pkg/driver/volumecontext"
 )
 
 // Parameter keys. Users may write them in any letter case.
@@ -30,6 +32,9 @@ const (
 	KeyEncrypted = "encrypted"
 	// KeyKMSKeyID is the KMS key that encrypts the volume; it implies encrypted.
 	KeyKMSKeyID = "kmsKeyId"
+	// KeyNodeEncryption asks the node to encrypt the volume with LUKS2 and
+	// the passphrase of the node-stage secret (volumecontext.NodeEncryptionKey).
+	KeyNodeEncryption = volumecontext.NodeEncryptionKey
 	// KeyFSType is the filesystem the provisioner asks for.
 	KeyFSType = "csi.storage.k8s.io/fstype"
 	// KeyPVCName, KeyPVCNamespace and KeyPVName are added by the provisioner's

@@ -23,6 +23,9 @@ type Volume struct {
 	// Encrypted asks for encryption; KMSKeyID names the key (and implies Encrypted).
 	Encrypted bool
 	KMSKeyID  string
+	// NodeEncryption is the encryption the node applies itself
+	// (volumecontext.NodeEncryptionLUKS2), or "".
+	NodeEncryption string
 	// FSType is the filesystem the node will create: the capability's
 	// fs_type, else csi.storage.k8s.io/fstype, else the default.
 	FSType string
@@ -82,6 +85,10 @@ func (p *Parser) Volume(parameters, mutable map[string]string, capabilityFSType 
 			explicitlyUnencrypted = err == nil && !v.Encrypted
 		case strings.ToLower(KeyKMSKeyID):
 			v.KMSKeyID = strings.TrimSpace(value)
+		case strings.ToLower(KeyNodeEncryption):
+			if v.NodeEncryption, err = volumecontext.NodeEncryption(map[string]string{key: value}); err != nil {
+				err = invalid(key, "is %q: the node encrypts with %s only (see docs/encryption.md)", value, volumecontext.NodeEncryptionLUKS2)
+			}
 		case strings.ToLower(KeyFSType):
 			fsTypeKey, paramFSType = key, value
 		case strings.ToLower(KeyPVCName):
@@ -150,6 +157,9 @@ func (p *Parser) Volume(parameters, mutable map[string]string, capabilityFSType 
 		return nil, err
 	}
 	v.Context = v.FormatOptions.VolumeContext()
+	if v.NodeEncryption != "" {
+		v.Context[volumecontext.NodeEncryptionKey] = v.NodeEncryption
+	}
 	if capabilityFSType != "" || paramFSType != "" {
 		v.Context[volumecontext.FSTypeKey] = v.FSType
 	}

@@ -85,6 +85,15 @@ func TestVolumeAcceptsEveryKey(t *testing.T) {
 				}
 			},
 		},
+		{
+			name:   "node encryption travels in the volume context, beside EBS encryption",
+			params: map[string]string{"NodeEncryption": "LUKS2", "encrypted": "true"},
+			check: func(t *testing.T, v *Volume) {
+				if v.NodeEncryption != "luks2" || !v.Encrypted || v.Context["nodeEncryption"] != "luks2" {
+					t.Fatalf("got %+v", v)
+				}
+			},
+		},
 		{name: "every type", params: map[string]string{"type": "st1"}, check: wantType(cloud.VolumeTypeST1)},
 		{name: "sc1", params: map[string]string{"type": "sc1"}, check: wantType(cloud.VolumeTypeSC1)},
 		{name: "standard", params: map[string]string{"type": "standard"}, check: wantType(cloud.VolumeTypeStandard)},
@@ -193,6 +202,7 @@ func TestVolumeRejects(t *testing.T) {
 		{name: "throughput not a number", params: map[string]string{"throughput": "1GiB"}, want: `"throughput"`},
 		{name: "allowAuto not a bool", params: map[string]string{"allowAutoIOPSPerGBIncrease": "yes"}, want: "must be true or false"},
 		{name: "encrypted not a bool", params: map[string]string{"encrypted": "1"}, want: `parameter "encrypted": must be true or false`},
+		{name: "unknown node encryption", params: map[string]string{"nodeEncryption": "luks1"}, want: `parameter "nodeEncryption": is "luks1": the node encrypts with luks2 only`},
 		{name: "iops with gp2", params: map[string]string{"type": "gp2", "iops": "3000"}, want: "volume type gp2 has no provisioned IOPS"},
 		{name: "iops with st1", params: map[string]string{"type": "st1", "iops": "3000"}, want: "st1 has no provisioned IOPS"},
 		{name: "iopsPerGB with sc1", params: map[string]string{"type": "sc1", "iopsPerGB": "3"}, want: `parameter "iopsPerGB": volume type sc1`},
