@@ -51,8 +51,10 @@ func TestStageEncrypted(t *testing.T) {
 				"mount -t ext4 -o  " + mapping + " " + staging},
 		},
 		{
-			name:      "LUKS header: opened, its filesystem mounted as it is",
-			prepare:   func(f *fakeOS) { f.formats[volDev], f.luksKeys[volDev], f.formats[mapping] = "crypto_LUKS", secretPass, "ext4" },
+			name: "LUKS header: opened, its filesystem mounted as it is",
+			prepare: func(f *fakeOS) {
+				f.formats[volDev], f.luksKeys[volDev], f.formats[mapping] = "crypto_LUKS", secretPass, "ext4"
+			},
 			req:       encryptedStageReq(mountCap("ext4"), stageSecrets),
 			wantCalls: []string{"luksOpen " + volDev + " " + mapping, "mount -t ext4 -o  " + mapping + " " + staging},
 		},
@@ -82,8 +84,12 @@ func TestStageEncrypted(t *testing.T) {
 			wantCode: codes.FailedPrecondition,
 		},
 		{
-			name:     "unknown node encryption",
-			req:      func() *csi.NodeStageVolumeRequest { r := stageReq(mountCap("ext4")); r.VolumeContext = map[string]string{"nodeEncryption": "rot13"}; return r }(),
+			name: "unknown node encryption",
+			req: func() *csi.NodeStageVolumeRequest {
+				r := stageReq(mountCap("ext4"))
+				r.VolumeContext = map[string]string{"nodeEncryption": "rot13"}
+				return r
+			}(),
 			wantCode: codes.InvalidArgument,
 		},
 		{
@@ -92,8 +98,10 @@ func TestStageEncrypted(t *testing.T) {
 			wantCalls: []string{"luksFormat " + volDev, "luksOpen " + volDev + " " + mapping},
 		},
 		{
-			name:     "a kernel without device-mapper",
-			prepare:  func(f *fakeOS) { f.failOn["OpenEncrypted"] = fmt.Errorf("%w: no dm-crypt", mounter.ErrEncryptionUnavailable) },
+			name: "a kernel without device-mapper",
+			prepare: func(f *fakeOS) {
+				f.failOn["OpenEncrypted"] = fmt.Errorf("%w: no dm-crypt", mounter.ErrEncryptionUnavailable)
+			},
 			req:      encryptedStageReq(mountCap("ext4"), stageSecrets),
 			wantCode: codes.FailedPrecondition,
 			wantMsg:  "no dm-crypt",
