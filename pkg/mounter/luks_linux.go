@@ -47,10 +47,18 @@ const (
 // mappingName is the device-mapper name of a volume's LUKS mapping.
 func mappingName(volumeID string) string { return mappingPrefix + volumeID }
 
+// cryptsetupLockDir is where cryptsetup keeps its locks. Packages make it
+// at boot (tmpfiles.d); in the node plugin's container /run is an empty
+// scratch directory, so the plugin makes it itself.
+const cryptsetupLockDir = "/run/cryptsetup"
+
 // cryptsetup runs cryptsetup with args, the passphrase (when not nil) on its
 // standard input, bounded by ctx. It returns the exit status (-1 when it did
 // not run) and what it printed.
 func (m *linuxMounter) cryptsetup(ctx context.Context, passphrase []byte, args ...string) (int, string, error) {
+	if err := os.MkdirAll(cryptsetupLockDir, 0o700); err != nil {
+		klog.V(4).InfoS("Cannot make cryptsetup's lock directory; it runs without locks", "dir", cryptsetupLockDir, "err", err)
+	}
 	cmd := m.exec.CommandContext(ctx, "cryptsetup", args...)
 	if passphrase != nil {
 		cmd.SetStdin(bytes.NewReader(passphrase))
