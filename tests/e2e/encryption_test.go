@@ -57,7 +57,7 @@ func TestNodeEncryption(t *testing.T) {
 	} else {
 		sc.waitFor("the plugin's answer that this kernel cannot open LUKS", podTimeout, sc.podEventWith("encrypted-app", "FailedMount", "cannot open LUKS volumes", "device-mapper"))
 	}
-	sc.waitFor("the plugin's answer that the secret lacks the passphrase", podTimeout, sc.podEventWith("no-key-app", "FailedMount", `got no \"luksPassphrase\"`, "node-stage-secret-name"))
+	sc.waitFor("the plugin's answer that the secret lacks the passphrase", podTimeout, sc.podEventWith("no-key-app", "FailedMount", `got no "luksPassphrase"`, "node-stage-secret-name"))
 }
 
 // podEventWith checks for an event of the scenario's pod with the reason
