@@ -19,6 +19,8 @@ import (
 type fakeOS struct {
 	mu sync.Mutex
 
+	platform mounter.Platform // what the OS can do: Linux's unless a test plays Windows
+
 	devices     map[string]string // volume ID -> device node
 	wrongDevice map[string]bool   // volume ID -> FindDevice refuses its device
 	formats     map[string]string // device -> filesystem on it ("" = blank)
@@ -50,9 +52,11 @@ func newFakeOS() *fakeOS {
 		devices: map[string]string{}, wrongDevice: map[string]bool{}, formats: map[string]string{},
 		deviceSizes: map[string]int64{}, fsSizes: map[string]int64{}, paths: map[string]string{},
 		mounts: map[string]fakeMount{}, corrupted: map[string]bool{}, stats: map[string]mounter.Stats{},
-		failOn: map[string]error{},
+		failOn: map[string]error{}, platform: mounter.LinuxPlatform,
 	}
 }
+
+func (f *fakeOS) Platform() mounter.Platform { return f.platform }
 
 // addVolume makes volumeID's device present with size bytes and nothing on it.
 func (f *fakeOS) addVolume(volumeID, device string, size int64) {

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"runtime"
 	"slices"
 	"testing"
 
@@ -147,7 +146,7 @@ func TestNodeGetInfo(t *testing.T) {
 				t.Fatalf("NodeGetInfo = %s, %d; want %s, %d", resp.NodeId, resp.MaxVolumesPerNode, in.ID, tc.want)
 			}
 			segs := resp.AccessibleTopology.GetSegments()
-			if len(segs) != 2 || segs[ZoneTopologyKey] != in.Zone || segs[OSTopologyKey] != runtime.GOOS {
+			if len(segs) != 2 || segs[ZoneTopologyKey] != in.Zone || segs[OSTopologyKey] != "linux" {
 				t.Fatalf("topology = %v", segs)
 			}
 			if _, ok := segs["topology.k8s.aws/zone-id"]; ok {

@@ -27,14 +27,14 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeR
 	if err := checkPath("staging target path", staging); err != nil {
 		return nil, err
 	}
-	block, err := checkCapability(req.GetVolumeCapability())
+	block, err := s.checkCapability(req.GetVolumeCapability())
 	if err != nil {
 		return nil, err
 	}
 	if block {
 		return &csi.NodeStageVolumeResponse{}, nil
 	}
-	fsType, format, err := filesystemOf(req.GetVolumeCapability(), req.GetVolumeContext())
+	fsType, format, err := s.filesystemOf(req.GetVolumeCapability(), req.GetVolumeContext())
 	if err != nil {
 		return nil, err
 	}
