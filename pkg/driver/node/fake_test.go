@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/diskplane/diskplane/pkg/mounter"
 )
@@ -83,7 +82,7 @@ func (f *fakeOS) recorded(prefix string) []string {
 }
 
 func corruptedErr(path string) error {
-	return &os.PathError{Op: "stat", Path: path, Err: syscall.ENOTCONN}
+	return &os.PathError{Op: "stat", Path: path, Err: corruptedErrno}
 }
 
 func (f *fakeOS) FindDevice(ctx context.Context, volumeID, hint string) (string, error) {

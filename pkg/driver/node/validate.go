@@ -45,7 +45,9 @@ func checkPath(what, p string) error {
 		return status.Errorf(codes.InvalidArgument, "%s is required", what)
 	}
 	clean, native := filepath.Clean(p), filepath.FromSlash(p)
-	if !filepath.IsAbs(p) || (native != clean && native != clean+string(filepath.Separator)) {
+	// A volume name longer than a drive letter is a network share or a
+	// device path (Windows), never where the kubelet keeps volumes.
+	if !filepath.IsAbs(p) || len(filepath.VolumeName(p)) > 2 || (native != clean && native != clean+string(filepath.Separator)) {
 		return status.Errorf(codes.InvalidArgument, "%s %q must be an absolute path without . or .. elements", what, p)
 	}
 	return nil
