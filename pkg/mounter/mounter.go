@@ -20,6 +20,8 @@ import (
 	"time"
 
 	mountutils "k8s.io/mount-utils"
+
+	"github.com/diskplane/diskplane/pkg/csiproxy"
 )
 
 // Mounter is the node's operating system as the node service sees it. Paths
@@ -161,14 +163,19 @@ var (
 	ErrUnsupported = errors.New("not supported on this operating system")
 )
 
-// Options configure the Linux mounter.
+// Options configure the mounter.
 type Options struct {
+	// CSIProxy is how the Windows mounter reaches the host: csi-proxy's
+	// pipes or its library in a HostProcess container. Required on Windows,
+	// unused on Linux.
+	CSIProxy csiproxy.Host
 	// DeviceLinkDir is where the by-id links of NVMe devices are; tests point
 	// it at a private directory.
 	DeviceLinkDir string
 	// SysDir is where sysfs is mounted.
 	SysDir string
-	// DeviceWait bounds how long FindDevice waits for a device to appear.
+	// DeviceWait bounds how long FindDevice waits for a device (a disk, on
+	// Windows) to appear.
 	DeviceWait time.Duration
 }
 
