@@ -181,7 +181,11 @@ func (s *Service) maxVolumes(in metadata.Instance) int {
 	}
 	ephemeral := countMappings(in.BlockDeviceMappings, "ephemeral")
 	nvme, err := s.os.InstanceStoreVolumes()
-	if err != nil {
+	switch {
+	case errors.Is(err, mounter.ErrUnsupported):
+		// Windows: only the block device mappings count them.
+		klog.V(2).InfoS("This OS cannot count NVMe instance store volumes; counting the block device mappings' only", "reason", err)
+	case err != nil:
 		// Counting nothing errs high by at most the instance store volumes of
 		// the type; refusing to report a limit would keep the node unusable.
 		klog.ErrorS(err, "Could not count NVMe instance store volumes; assuming none")
