@@ -1,7 +1,6 @@
 package testutil
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,13 +23,7 @@ func RequireWine(t testing.TB, prefix string) {
 	} else if _, err := os.Stat(filepath.Join(prefix, "drive_c", "windows", "system32", "bcryptprimitives.dll")); err != nil {
 		reason = "needs the Wine prefix " + prefix + " with bcryptprimitives.dll"
 	}
-	if reason == "" {
-		return
+	if reason != "" {
+		skipLoudly(t, RequireWineEnv, reason, "run hack/wine/setup.sh (make test-windows does)")
 	}
-	msg := fmt.Sprintf("!!! SKIPPED %s: %s; run hack/wine/setup.sh (make test-windows does) !!!", t.Name(), reason)
-	if os.Getenv(RequireWineEnv) == "1" {
-		t.Fatal(msg)
-	}
-	fmt.Fprintln(os.Stderr, msg)
-	t.Skip(msg)
 }

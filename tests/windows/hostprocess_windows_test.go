@@ -2,7 +2,6 @@ package windows
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,7 +63,7 @@ func (n *hostProcessNode) start(t *testing.T) {
 		cancel()
 		t.Fatal(err)
 	}
-	address := freeLoopback(t)
+	address := freeAddress(t)
 	endpoint, err := driver.ParseEndpoint("tcp://" + address)
 	if err != nil {
 		cancel()
@@ -100,16 +99,6 @@ func (n *hostProcessNode) start(t *testing.T) {
 			t.Fatalf("the node plugin does not answer: %v", err)
 		}
 	}
-}
-
-func freeLoopback(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // local is where a path of the emulated host's drive is here.

@@ -4,6 +4,7 @@ package windows
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -45,4 +46,15 @@ func startCloud(t *testing.T) (*emulatortest.Env, *controller.Service) {
 	}
 	t.Cleanup(func() { cancel(); ctrl.Close(); c.Close() })
 	return env, ctrl
+}
+
+// freeAddress returns a loopback address with a port nothing listens on.
+func freeAddress(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
