@@ -160,3 +160,39 @@ func TestWindowsSchema(t *testing.T) {
 		})
 	}
 }
+
+// The notes name the Windows DaemonSet and what Windows pods need, only
+// when it is installed.
+func TestWindowsNotes(t *testing.T) {
+	for _, tc := range []struct {
+		set  []string
+		want []string
+		not  []string
+	}{
+		{not: []string{"diskplane-node-windows", "fstype: ntfs"}},
+		{set: []string{"--set", "node.windows.enabled=true"},
+			want: []string{"rollout status daemonset/diskplane-node-windows", "fstype: ntfs", "csi-proxy v1.0.0"}},
+		{set: []string{"--set", "node.windows.enabled=true", "--set", "node.windows.mode=hostProcess"},
+			want: []string{"rollout status daemonset/diskplane-node-windows", "fstype: ntfs"}, not: []string{"csi-proxy v1.0.0"}},
+	} {
+		args := append([]string{"install", releaseName, chartDir, "--namespace", namespace, "--dry-run=client"}, tc.set...)
+		stdout, stderr, err := runHelm(t, args...)
+		if err != nil {
+			t.Fatalf("helm install --dry-run %v: %v\n%s", tc.set, err, stderr)
+		}
+		_, notes, ok := strings.Cut(stdout, "NOTES:")
+		if !ok {
+			t.Fatalf("%v: no NOTES:\n%s", tc.set, stdout)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(notes, want) {
+				t.Errorf("%v: NOTES lack %q", tc.set, want)
+			}
+		}
+		for _, not := range tc.not {
+			if strings.Contains(notes, not) {
+				t.Errorf("%v: NOTES say %q", tc.set, not)
+			}
+		}
+	}
+}
