@@ -4,13 +4,15 @@
 # error has been seen on fresh machines.
 #   hack/install-deps.sh            packages for build and tests
 #   hack/install-deps.sh cluster    plus what the local Kubernetes cluster needs
+#   hack/install-deps.sh windows    plus Wine and mingw-w64, for the Windows node's tests (hack/wine)
 set -euo pipefail
 
 # buildah: the image scripts, and the test that pushes an image to a registry.
 packages=(e2fsprogs xfsprogs util-linux mount cryptsetup-bin kmod ca-certificates curl jq buildah)
-if [[ "${1:-}" == "cluster" ]]; then
-  packages+=(containerd runc containernetworking-plugins iptables nftables conntrack etcd-server busybox-static openssl gcc libc6-dev)
-fi
+case "${1:-}" in
+  cluster) packages+=(containerd runc containernetworking-plugins iptables nftables conntrack etcd-server busybox-static openssl gcc libc6-dev) ;;
+  windows) packages+=(wine wine64 gcc-mingw-w64-x86-64-win32) ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -39,7 +39,7 @@ type options struct {
 func registerFlags(fs *flag.FlagSet) *options {
 	o := &options{}
 	fs.StringVar(&o.mode, "mode", string(driver.ModeAll), "which CSI services to serve: controller, node or all")
-	fs.StringVar(&o.endpoint, "endpoint", "unix:///csi/csi.sock", "CSI endpoint: unix:///path/to/socket or tcp://host:port")
+	fs.StringVar(&o.endpoint, "endpoint", defaultEndpoint, "CSI endpoint: unix:///path/to/socket (unix://C:/path/to/socket on Windows) or tcp://host:port")
 	fs.StringVar(&o.driverName, "driver-name", DefaultDriverName, "CSI driver name; ebs.csi.aws.com takes over volumes provisioned by the upstream AWS EBS driver")
 	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "host:port serving /metrics and /healthz; empty disables it")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +36,8 @@ type nodeFlags struct {
 	emulatorLoopDevices       bool
 	luksPBKDFMemoryKiB        int
 	luksPBKDFTime             time.Duration
+	windowsHostProcess        bool
+	csiProxyWait              time.Duration
 }
 
 func (f *nodeFlags) register(fs *flag.FlagSet) {
@@ -50,7 +53,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.pluginRegistrationDir, "plugin-registration-dir", registration.DefaultDir,
 		"the kubelet's plugin registration directory, where the registration socket goes")
 	fs.StringVar(&f.deviceLinkDir, "device-link-dir", mounter.DefaultDeviceLinkDir,
-		"where the by-id links of NVMe devices are")
+		"where the by-id links of NVMe devices are (Linux)")
 	fs.IntVar(&f.luksPBKDFMemoryKiB, "luks-pbkdf-memory", mounter.DefaultLUKSPBKDFMemoryKiB,
 		"memory cost in KiB of Argon2id in the LUKS2 headers the node writes (nodeEncryption: luks2): every open of the volume takes this much, on any node")
 	fs.DurationVar(&f.luksPBKDFTime, "luks-pbkdf-time", mounter.DefaultLUKSPBKDFTime,
@@ -58,6 +61,10 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.emulatorLoopDevices, "emulator-loop-devices", false,
 		"test-only: accept a loop device backed by <volume ID>.img as that volume, as the EC2 emulator attaches volumes to the host it plays; "+
 			"never on a real cloud, where a loop device proves nothing about which volume it is")
+	fs.BoolVar(&f.windowsHostProcess, "windows-host-process", false,
+		"Windows nodes in a HostProcess pod: do csi-proxy's disk, volume and filesystem operations in this process with its v2 library, instead of asking the csi-proxy service over its named pipes")
+	fs.DurationVar(&f.csiProxyWait, "csi-proxy-wait", 30*time.Second,
+		"Windows nodes: how long the plugin waits at start for csi-proxy to serve the API groups it needs before it gives up")
 }
 
 func (f *nodeFlags) validate() error {
@@ -79,6 +86,12 @@ func (f *nodeFlags) validate() error {
 	if f.kubeletRegistrationPath != "" && !filepath.IsAbs(f.kubeletRegistrationPath) {
 		return fmt.Errorf("--kubelet-registration-path=%s: want an absolute path", f.kubeletRegistrationPath)
 	}
+	if f.csiProxyWait <= 0 {
+		return fmt.Errorf("--csi-proxy-wait=%s: want a positive duration", f.csiProxyWait)
+	}
+	if f.windowsHostProcess && runtime.GOOS != "windows" {
+		return fmt.Errorf("--windows-host-process is for Windows nodes, not %s", runtime.GOOS)
+	}
 	return nil
 }
 
@@ -94,10 +107,14 @@ func buildNode(ctx context.Context, opts *options, _ prometheus.Registerer) (csi
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := mounter.New(mounter.Options{DeviceLinkDir: f.deviceLinkDir, EmulatorLoopDevices: f.emulatorLoopDevices,
-		LUKSPBKDFMemoryKiB: f.luksPBKDFMemoryKiB, LUKSPBKDFTime: f.luksPBKDFTime})
+	host, err := connectCSIProxy(ctx, f)
 	if err != nil {
 		return nil, nil, err
+	}
+	m, err := mounter.New(mounter.Options{DeviceLinkDir: f.deviceLinkDir, CSIProxy: host, EmulatorLoopDevices: f.emulatorLoopDevices,
+		LUKSPBKDFMemoryKiB: f.luksPBKDFMemoryKiB, LUKSPBKDFTime: f.luksPBKDFTime})
+	if err != nil {
+		return nil, nil, errors.Join(err, closeHost(host))
 	}
 	svc, err := node.New(node.Config{
 		Metadata: func(ctx context.Context) (*metadata.Instance, error) {
@@ -108,7 +125,7 @@ func buildNode(ctx context.Context, opts *options, _ prometheus.Registerer) (csi
 		ReservedVolumeAttachments: f.reservedVolumeAttachments,
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, errors.Join(err, closeHost(host))
 	}
 	// Background work stops with ctx; the cleanup waits for it, so the
 	// registration socket is gone before the process exits.
@@ -148,7 +165,13 @@ func buildNode(ctx context.Context, opts *options, _ prometheus.Registerer) (csi
 			}
 		})
 	}
-	return svc, background.Wait, nil
+	cleanup := func() {
+		background.Wait()
+		if err := closeHost(host); err != nil {
+			klog.ErrorS(err, "Closing the connections to csi-proxy")
+		}
+	}
+	return svc, cleanup, nil
 }
 
 // waitForEndpoint waits until the plugin's own CSI endpoint accepts

@@ -21,6 +21,8 @@ func TestNodeFlagValidation(t *testing.T) {
 		{args: []string{"--reserved-volume-attachments=-2"}, wantErr: "want 0 or more"},
 		{args: []string{"--volume-attach-limit=20", "--reserved-volume-attachments=2"}, wantErr: "exclude each other"},
 		{args: []string{"--kubelet-registration-path=csi.sock"}, wantErr: "absolute"},
+		{args: []string{"--csi-proxy-wait=0s"}, wantErr: "positive"},
+		{args: []string{"--windows-host-process"}, wantErr: "for Windows nodes"},
 	}
 	for _, tc := range tests {
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)

@@ -2,9 +2,13 @@
 # Renders the kustomize base deploy/kubernetes from the Helm chart with its
 # default values, in namespace kube-system: one file per chart template,
 # plus kustomization.yaml. Users run `kubectl apply -k deploy/kubernetes`.
-#   hack/chart/kustomize.sh           (re)write deploy/kubernetes
-#   hack/chart/kustomize.sh --check   fail when deploy/kubernetes differs from
-#                                     what the chart renders (CI)
+# It also renders the Windows node as two kustomize components, one per
+# flavour, which an overlay adds to the base (docs/windows.md):
+# deploy/windows (csi-proxy's pipes) and deploy/windows-hostprocess.
+#   hack/chart/kustomize.sh           (re)write deploy/kubernetes and
+#                                     deploy/windows*
+#   hack/chart/kustomize.sh --check   fail when they differ from what the
+#                                     chart renders (CI)
 # HELM names the Helm binary to use; by default hack/chart/helm.sh builds the
 # pinned one.
 set -euo pipefail
@@ -22,56 +26,102 @@ esac
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-out=$work/kubernetes
-mkdir -p "$out"
 
-# The chart's labels name Helm as the manager, and its EC2 calls say helm in
-# their user agent; in the base, kustomize does both.
-"$helm" template diskplane "$repo/charts/diskplane" --namespace "$namespace" \
-  --set controller.userAgentExtra=kustomize |
-  sed -e '/^ *helm\.sh\/chart: /d' -e 's|^\( *app\.kubernetes\.io/managed-by: \)Helm$|\1kustomize|' \
-  >"$work/rendered.yaml"
-
-# Split the stream by "# Source: diskplane/templates/NAME.yaml" into NAME.yaml.
-awk -v out="$out" '
-  /^---$/ { doc = ""; next }
-  /^# Source: diskplane\/templates\// {
-    file = $3; sub(/^diskplane\/templates\//, "", file)
-    path = out "/" file
-    if (!(path in seen)) {
-      seen[path] = 1
-      order[++n] = file
-      print "# Rendered from charts/diskplane by `make kustomize`; do not edit." > path
+# render DIR ARGS... renders the chart with ARGS into DIR, one file per
+# template, and lists the files in DIR/.order. The chart's labels name Helm
+# as the manager, and its EC2 calls say helm in their user agent; kustomize
+# does both.
+render() {
+  local dir=$1
+  shift
+  mkdir -p "$dir"
+  "$helm" template diskplane "$repo/charts/diskplane" --namespace "$namespace" \
+    --set controller.userAgentExtra=kustomize "$@" |
+    sed -e '/^ *helm\.sh\/chart: /d' -e 's|^\( *app\.kubernetes\.io/managed-by: \)Helm$|\1kustomize|' \
+    >"$dir.yaml"
+  # Split the stream by "# Source: diskplane/templates/NAME.yaml" into NAME.yaml.
+  awk -v out="$dir" '
+    /^---$/ { doc = ""; next }
+    /^# Source: diskplane\/templates\// {
+      file = $3; sub(/^diskplane\/templates\//, "", file)
+      path = out "/" file
+      if (!(path in seen)) {
+        seen[path] = 1
+        order[++n] = file
+        print "# Rendered from charts/diskplane by `make kustomize`; do not edit." > path
+      }
+      print "---" > path
+      next
     }
-    print "---" > path
-    next
-  }
-  { if (path != "") print > path }
-  END { for (i = 1; i <= n; i++) print order[i] > (out "/.order") }
-' "$work/rendered.yaml"
+    { if (path != "") print > path }
+    END { for (i = 1; i <= n; i++) print order[i] > (out "/.order") }
+  ' "$dir.yaml"
+  rm "$dir.yaml"
+}
 
-{
-  echo "# The Diskplane base: the chart's default values, namespace $namespace."
-  echo "# Rendered from charts/diskplane by \`make kustomize\`; do not edit."
-  echo "# Overlays change images, values and the namespace (the node's admission"
-  echo "# policy names the node ServiceAccount as system:serviceaccount:$namespace:diskplane-node)."
-  echo "apiVersion: kustomize.config.k8s.io/v1beta1"
-  echo "kind: Kustomization"
-  echo "resources:"
-  sort "$out/.order" | sed 's/^/  - /'
-} >"$out/kustomization.yaml"
-rm "$out/.order"
+# kustomization DIR KIND HEADER... writes DIR/kustomization.yaml listing the
+# rendered files, with the HEADER lines as comments.
+kustomization() {
+  local dir=$1 kind=$2
+  shift 2
+  {
+    echo "# $1"
+    echo "# Rendered from charts/diskplane by \`make kustomize\`; do not edit."
+    shift
+    printf '# %s\n' "$@"
+    if [[ $kind == Component ]]; then
+      echo "apiVersion: kustomize.config.k8s.io/v1alpha1"
+    else
+      echo "apiVersion: kustomize.config.k8s.io/v1beta1"
+    fi
+    echo "kind: $kind"
+    echo "resources:"
+    sort "$dir/.order" | sed 's/^/  - /'
+  } >"$dir/kustomization.yaml"
+  rm "$dir/.order"
+}
 
+out=$work/kubernetes
+render "$out"
+kustomization "$out" Kustomization \
+  "The Diskplane base: the chart's default values, namespace $namespace." \
+  "Overlays change images, values and the namespace (the node's admission" \
+  "policy names the node ServiceAccount as system:serviceaccount:$namespace:diskplane-node)."
+
+windows=(templates/node-windows-daemonset.yaml templates/node-windows-pipe-policy.yaml)
+for flavour in csi-proxy hostProcess; do
+  dir=$work/windows
+  [[ $flavour == hostProcess ]] && dir=$work/windows-hostprocess
+  render "$dir" --set node.windows.enabled=true --set node.windows.mode=$flavour \
+    "${windows[@]/#/--show-only=}"
+  kustomization "$dir" Component \
+    "The Diskplane node plugin on Windows nodes ($flavour mode) and the admission" \
+    "policy for csi-proxy's pipes, as a component of an overlay of deploy/kubernetes:" \
+    "  resources: [<path>/deploy/kubernetes]" \
+    "  components: [<path>/deploy/$(basename "$dir")]" \
+    "The policy allows pipes to system:serviceaccount:$namespace:diskplane-node only."
+done
+
+dests=("$dest" "$repo/deploy/windows" "$repo/deploy/windows-hostprocess")
+outs=("$out" "$work/windows" "$work/windows-hostprocess")
 if ((check)); then
-  if ! diff -ru "$dest" "$out" >"$work/diff"; then
-    cat "$work/diff"
-    echo "deploy/kubernetes is out of date with charts/diskplane: run make kustomize and commit the result" >&2
+  stale=0
+  for i in "${!dests[@]}"; do
+    if ! diff -ru "${dests[$i]}" "${outs[$i]}" >"$work/diff"; then
+      cat "$work/diff"
+      stale=1
+    fi
+  done
+  if ((stale)); then
+    echo "deploy/ is out of date with charts/diskplane: run make kustomize and commit the result" >&2
     exit 1
   fi
-  echo "deploy/kubernetes is up to date"
+  echo "deploy/ is up to date"
   exit 0
 fi
-rm -rf "$dest"
-mkdir -p "$(dirname "$dest")"
-cp -r "$out" "$dest"
-echo "rendered $(find "$dest" -type f | wc -l) files into deploy/kubernetes"
+for i in "${!dests[@]}"; do
+  rm -rf "${dests[$i]}"
+  mkdir -p "$(dirname "${dests[$i]}")"
+  cp -r "${outs[$i]}" "${dests[$i]}"
+  echo "rendered $(find "${dests[$i]}" -type f | wc -l) files into ${dests[$i]#"$repo"/}"
+done

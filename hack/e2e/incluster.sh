@@ -22,7 +22,9 @@
 #   install    the install command; then the controller Deployment and node
 #              DaemonSet are ready and the node's CSINode lists the driver
 #   installed  tests/e2e/install TestInstalled: the plugin removed the startup
-#              taint, the admission policy holds, the pods serve
+#              taint, the admission policies hold (the startup taint's, and
+#              the one for csi-proxy's pipes of the Windows DaemonSet the
+#              suites install too), the pods serve
 #   e2e        the tests/e2e suite, unchanged, against the in-cluster driver
 #   upgrade    (helm) TestUpgrade: helm upgrade with other values rolls the
 #              controller and the node plugin under a pod that keeps its volume
@@ -169,10 +171,16 @@ install() {
       elif lc_helm status "$release" -n "$namespace" >/dev/null 2>&1; then
         lc_die "Helm release $release exists already in $namespace; helm uninstall it or run make demo-down"
       fi
+      # The suites also install the Windows node DaemonSet (no pod: the
+      # cluster has no Windows node) for its admission policy, which
+      # TestInstalled checks, with one more account allowed by value.
+      local windows=()
+      ((only_install)) || windows=(--set node.windows.enabled=true
+        --set "node.windows.pipeAdmissionPolicy.allowedServiceAccounts={default/diskplane-e2e-pipes}")
       lc_helm "${verb[@]}" "$release" "$lc_repo/charts/diskplane" --namespace "$namespace" \
         -f "$lc_repo/hack/chart/values-local-cluster.yaml" \
         --set controller.logLevel=4 --set node.logLevel=4 \
-        --set "node.additionalArgs={--device-link-dir=$links}"
+        --set "node.additionalArgs={--device-link-dir=$links}" "${windows[@]}"
       ;;
     kustomize)
       ((only_install)) || ! lc_kubectl get csidriver "$DRIVER_NAME" >/dev/null 2>&1 ||

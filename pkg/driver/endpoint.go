@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -108,7 +107,7 @@ func prepareUnixSocket(path string) error {
 		_ = conn.Close()
 		return fmt.Errorf("%w: %s", ErrEndpointInUse, path)
 	}
-	if !errors.Is(err, syscall.ECONNREFUSED) && !errors.Is(err, os.ErrNotExist) {
+	if !connectionRefused(err) && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("probe socket %s: %w", path, err)
 	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -7,8 +7,11 @@
 // The node service reaches the OS only through the Mounter interface, so its
 // logic is unit-tested against a fake while this package is tested against
 // real loop devices. On Linux it is built on k8s.io/mount-utils and the
-// standard tools (blkid, mkfs.*, resize2fs, xfs_growfs); other operating
-// systems get their own implementation in a later release.
+// standard tools (blkid, mkfs.*, resize2fs, xfs_growfs); on Windows it asks
+// csi-proxy (pkg/csiproxy), which does the privileged work on the host.
+// What an operating system cannot do at all (raw block volumes on Windows,
+// inode counts) is described by its Platform, which the node service checks
+// requests against before it asks the OS anything.
 package mounter
 
 import (
@@ -17,12 +20,17 @@ import (
 	"time"
 
 	mountutils "k8s.io/mount-utils"
+
+	"github.com/diskplane/diskplane/pkg/csiproxy"
 )
 
 // Mounter is the node's operating system as the node service sees it. Paths
 // are absolute. Every method is safe to call again after a failure or a
 // crash half way: the node service's idempotency rests on that.
 type Mounter interface {
+	// Platform describes what this operating system can do with a volume.
+	Platform() Platform
+
 	// FindDevice returns the device node of volumeID, symlinks resolved,
 	// after verifying that it is that volume. hint is the device name from
 	// the publish context (may be empty). It waits briefly, bounded by ctx,
@@ -124,6 +132,35 @@ type Mounter interface {
 	CloseEncrypted(ctx context.Context, volumeID string) error
 }
 
+// Platform is what a node's operating system can do with a volume. The
+// node service refuses a request that asks for more with InvalidArgument,
+// before anything on the node is touched.
+type Platform struct {
+	// OS is the operating system as Kubernetes names it, the value of the
+	// node's kubernetes.io/os topology key.
+	OS string
+	// Filesystems are the filesystem types it formats and mounts; the first
+	// is the one used when a request names none.
+	Filesystems []string
+	// Block reports whether a volume can be published as a raw block device.
+	Block bool
+	// MountFlags reports whether a capability's mount flags can be applied.
+	MountFlags bool
+	// ReadOnlyPublish reports whether a publication itself is read-only when
+	// asked (a read-only bind mount). Where it cannot be (a Windows symlink),
+	// the container runtime's read-only mount of the volume is what keeps a
+	// pod from writing, and a repeated publication cannot be compared.
+	ReadOnlyPublish bool
+	// PublicationRefs reports whether MountRefs can list where a volume is
+	// published, which a SINGLE_NODE_SINGLE_WRITER volume needs.
+	PublicationRefs bool
+	// Inodes reports whether FilesystemStats counts inodes.
+	Inodes bool
+	// Encryption reports whether the node encrypts volumes itself (LUKS2
+	// with dm-crypt: OpenEncrypted and the rest).
+	Encryption bool
+}
+
 // Stats is what NodeGetVolumeStats reports for a filesystem, measured the
 // way df measures it.
 type Stats struct {
@@ -160,16 +197,24 @@ var (
 	// ErrEncryptionUnavailable means this node's kernel or tools cannot open
 	// LUKS volumes (no device-mapper, or no cryptsetup).
 	ErrEncryptionUnavailable = errors.New("this node cannot open LUKS volumes")
+	// ErrUnsupported means this operating system cannot do what was asked
+	// (the node service's Platform checks keep requests from getting here).
+	ErrUnsupported = errors.New("not supported on this operating system")
 )
 
-// Options configure the Linux mounter.
+// Options configure the mounter.
 type Options struct {
+	// CSIProxy is how the Windows mounter reaches the host: csi-proxy's
+	// pipes or its library in a HostProcess container. Required on Windows,
+	// unused on Linux.
+	CSIProxy csiproxy.Host
 	// DeviceLinkDir is where the by-id links of NVMe devices are; tests point
 	// it at a private directory.
 	DeviceLinkDir string
 	// SysDir is where sysfs is mounted.
 	SysDir string
-	// DeviceWait bounds how long FindDevice waits for a device to appear.
+	// DeviceWait bounds how long FindDevice waits for a device (a disk, on
+	// Windows) to appear.
 	DeviceWait time.Duration
 	// LUKSPBKDFMemoryKiB is the memory cost of Argon2id, the key derivation
 	// of the LUKS2 headers the node writes: what opening the volume takes on

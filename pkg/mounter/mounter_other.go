@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !windows
 
 package mounter
 
@@ -7,8 +7,8 @@ import (
 	"runtime"
 )
 
-// New reports that this operating system has no node implementation yet;
-// the Windows node (on csi-proxy) comes in a later release.
+// New reports that the node service has no implementation for this
+// operating system: Diskplane's nodes are Linux and Windows.
 func New(Options) (Mounter, error) {
-	return nil, errors.New("the node service is not supported on " + runtime.GOOS + " yet")
+	return nil, errors.New("the node service is not supported on " + runtime.GOOS)
 }

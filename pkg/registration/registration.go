@@ -27,10 +27,6 @@ import (
 	"github.com/diskplane/diskplane/pkg/driver"
 )
 
-// DefaultDir is the kubelet's plugin registration directory on a default
-// installation.
-const DefaultDir = "/var/lib/kubelet/plugins_registry"
-
 // supportedVersions are the CSI versions the plugin speaks, as the kubelet
 // expects them in GetInfo.
 var supportedVersions = []string{"1.0.0"}

@@ -13,6 +13,8 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/ginkgo/v2/types"
 	"github.com/onsi/gomega"
+
+	"github.com/diskplane/diskplane/tests/sanity/ec2ids"
 )
 
 // gib is a binary gigabyte, the unit EBS sizes volumes in.
@@ -73,7 +75,7 @@ func testConfig(endpoint, dir, access string) sanity.TestConfig {
 	// A VolumeAttributesClass raising gp3's baseline (3,000 IOPS, 125 MiB/s).
 	cfg.TestVolumeMutableParameters = map[string]string{"iops": "4000", "throughput": "250"}
 	cfg.TestNodeVolumeAttachLimit = true
-	cfg.IDGen = ec2IDs{}
+	cfg.IDGen = ec2ids.Generator{}
 	return cfg
 }
 

@@ -105,3 +105,28 @@ diskplane-aws-credentials
 {{- end -}}
 {{ join "," $tags }}
 {{- end -}}
+
+{{/* The Windows plugin image reference: the tag defaults to the chart's
+     version and the flavour of node.windows.mode. */}}
+{{- define "diskplane.windowsImage" -}}
+{{- $w := .Values.node.windows -}}
+{{- $flavour := ternary "hostprocess" "ltsc2022" (eq $w.mode "hostProcess") -}}
+{{ $w.image.repository }}:{{ $w.image.tag | default (printf "v%s-%s" .Chart.AppVersion $flavour) }}
+{{- end -}}
+
+{{/* The Windows kubelet directory, without a trailing backslash. */}}
+{{- define "diskplane.windows.kubeletDir" -}}
+{{ trimSuffix "\\" .Values.node.windows.kubeletDir }}
+{{- end -}}
+
+{{/* Where the Windows node plugin's socket lives on the host. */}}
+{{- define "diskplane.windows.pluginDir" -}}
+{{ include "diskplane.windows.kubeletDir" . }}\plugins\{{ .Values.driverName }}
+{{- end -}}
+
+{{/* The csi-proxy pipes the Windows node plugin uses (API group: pipe). */}}
+{{- define "diskplane.windows.pipes" -}}
+disk: \\.\pipe\csi-proxy-disk-v1
+volume: \\.\pipe\csi-proxy-volume-v1
+filesystem: \\.\pipe\csi-proxy-filesystem-v1
+{{- end -}}

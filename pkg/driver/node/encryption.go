@@ -21,12 +21,17 @@ const (
 )
 
 // nodeEncryption returns whether a volume context asks the node to encrypt
-// the volume, or InvalidArgument for an encryption the node does not know:
-// such a volume must never be formatted in the clear.
-func nodeEncryption(ctx map[string]string) (bool, error) {
+// the volume, or InvalidArgument for an encryption the node does not know,
+// or cannot do on its operating system: such a volume must never be
+// formatted in the clear.
+func (s *Service) nodeEncryption(ctx map[string]string) (bool, error) {
 	enc, err := volumecontext.NodeEncryption(ctx)
 	if err != nil {
 		return false, status.Errorf(codes.InvalidArgument, "volume context: %v", err)
+	}
+	if enc != "" && !s.platform.Encryption {
+		return false, status.Errorf(codes.InvalidArgument, "volume encryption on the node (%s: %s) is not supported on %s nodes",
+			volumecontext.NodeEncryptionKey, enc, s.platform.OS)
 	}
 	return enc != "", nil
 }

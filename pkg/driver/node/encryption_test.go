@@ -255,3 +255,23 @@ func TestExpandEncrypted(t *testing.T) {
 		})
 	}
 }
+
+// TestEncryptionRefusedOnWindows: a Windows node cannot encrypt, so it
+// refuses an encrypted volume before anything touches the disk.
+func TestEncryptionRefusedOnWindows(t *testing.T) {
+	f := newFakeOS()
+	f.platform = mounter.WindowsPlatform
+	f.addVolume(volID, volDev, gib)
+	s, err := New(Config{Metadata: staticMetadata(testInstance()), Mounter: f, ReservedVolumeAttachments: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.NodeStageVolume(context.Background(), encryptedStageReq(mountCap("ntfs"), stageSecrets))
+	wantCode(t, err, codes.InvalidArgument)
+	if !strings.Contains(err.Error(), "not supported on windows nodes") {
+		t.Fatalf("message %q does not say Windows cannot do it", err)
+	}
+	if calls := f.recorded(""); len(calls) != 0 {
+		t.Fatalf("the node acted on the disk: %v", calls)
+	}
+}

@@ -35,7 +35,7 @@ func (s *Service) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolum
 	block := false
 	if c := req.GetVolumeCapability(); c != nil {
 		var err error
-		if block, err = checkCapability(c); err != nil {
+		if block, err = s.checkCapability(c); err != nil {
 			return nil, err
 		}
 	}
@@ -148,12 +148,16 @@ func (s *Service) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolume
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "measure volume %s: %v", volumeID, err)
 	}
-	return &csi.NodeGetVolumeStatsResponse{Usage: usage(st)}, nil
+	return &csi.NodeGetVolumeStatsResponse{Usage: s.usage(st)}, nil
 }
 
-func usage(st mounter.Stats) []*csi.VolumeUsage {
-	return []*csi.VolumeUsage{
-		{Unit: csi.VolumeUsage_BYTES, Total: st.TotalBytes, Available: st.AvailableBytes, Used: st.UsedBytes},
-		{Unit: csi.VolumeUsage_INODES, Total: st.TotalInodes, Available: st.FreeInodes, Used: st.UsedInodes},
+// usage reports bytes, and inodes where the operating system counts them
+// (not on Windows: NTFS has no fixed inode table, and csi-proxy reports
+// bytes only).
+func (s *Service) usage(st mounter.Stats) []*csi.VolumeUsage {
+	u := []*csi.VolumeUsage{{Unit: csi.VolumeUsage_BYTES, Total: st.TotalBytes, Available: st.AvailableBytes, Used: st.UsedBytes}}
+	if s.platform.Inodes {
+		u = append(u, &csi.VolumeUsage{Unit: csi.VolumeUsage_INODES, Total: st.TotalInodes, Available: st.FreeInodes, Used: st.UsedInodes})
 	}
+	return u
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/diskplane/diskplane/pkg/mounter"
 )
@@ -18,6 +17,8 @@ import (
 // tests can assert what happened, and what did not.
 type fakeOS struct {
 	mu sync.Mutex
+
+	platform mounter.Platform // what the OS can do: Linux's unless a test plays Windows
 
 	devices     map[string]string // volume ID -> device node
 	wrongDevice map[string]bool   // volume ID -> FindDevice refuses its device
@@ -53,9 +54,11 @@ func newFakeOS() *fakeOS {
 		devices: map[string]string{}, wrongDevice: map[string]bool{}, formats: map[string]string{},
 		deviceSizes: map[string]int64{}, fsSizes: map[string]int64{}, paths: map[string]string{},
 		mounts: map[string]fakeMount{}, corrupted: map[string]bool{}, stats: map[string]mounter.Stats{},
-		failOn: map[string]error{}, luksKeys: map[string]string{}, mappings: map[string]string{},
+		failOn: map[string]error{}, platform: mounter.LinuxPlatform, luksKeys: map[string]string{}, mappings: map[string]string{},
 	}
 }
+
+func (f *fakeOS) Platform() mounter.Platform { return f.platform }
 
 // addVolume makes volumeID's device present with size bytes and nothing on it.
 func (f *fakeOS) addVolume(volumeID, device string, size int64) {
@@ -82,7 +85,7 @@ func (f *fakeOS) recorded(prefix string) []string {
 }
 
 func corruptedErr(path string) error {
-	return &os.PathError{Op: "stat", Path: path, Err: syscall.ENOTCONN}
+	return &os.PathError{Op: "stat", Path: path, Err: corruptedErrno}
 }
 
 func (f *fakeOS) FindDevice(ctx context.Context, volumeID, hint string) (string, error) {

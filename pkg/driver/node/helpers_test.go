@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -12,11 +13,16 @@ import (
 )
 
 const (
-	volID   = "vol-0123456789abcdef0"
-	volDev  = "/dev/nvme1n1"
-	staging = "/var/lib/kubelet/plugins/kubernetes.io/csi/ebs.csi.diskplane.io/abc/globalmount"
-	target  = "/var/lib/kubelet/pods/p1/volumes/kubernetes.io~csi/pvc-1/mount"
-	gib     = int64(1) << 30
+	volID  = "vol-0123456789abcdef0"
+	volDev = "/dev/nvme1n1"
+	gib    = int64(1) << 30
+)
+
+// The kubelet's paths of a volume, under kubeletDir: the tests run on Linux
+// and, under Wine, on Windows, each with the paths its kubelet sends.
+var (
+	staging = filepath.Join(kubeletDir, "plugins", "kubernetes.io", "csi", "ebs.csi.diskplane.io", "abc", "globalmount")
+	target  = filepath.Join(kubeletDir, "pods", "p1", "volumes", "kubernetes.io~csi", "pvc-1", "mount")
 )
 
 func testInstance() *metadata.Instance {

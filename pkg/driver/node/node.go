@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 
@@ -65,6 +64,7 @@ type Service struct {
 	csi.UnimplementedNodeServer
 
 	os       mounter.Mounter
+	platform mounter.Platform
 	metadata func(ctx context.Context) (*metadata.Instance, error)
 	attach   int
 	reserved int
@@ -84,6 +84,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	return &Service{
 		os:       cfg.Mounter,
+		platform: cfg.Mounter.Platform(),
 		metadata: cfg.Metadata,
 		attach:   cfg.VolumeAttachLimit,
 		reserved: cfg.ReservedVolumeAttachments,
@@ -114,18 +115,25 @@ func (s *Service) Instance(ctx context.Context) (metadata.Instance, error) {
 	return *in, nil
 }
 
-// nodeCapabilities are the node RPCs this service implements.
+// nodeCapabilities are the node RPCs this service implements on every
+// operating system.
 var nodeCapabilities = []csi.NodeServiceCapability_RPC_Type{
 	csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
 	csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
 	csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
-	csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 }
 
 // NodeGetCapabilities lists the optional node RPCs this service implements.
+// SINGLE_NODE_MULTI_WRITER (the single- and multi-writer access modes) is
+// offered only where the OS can list a volume's publications: without it,
+// the kubelet sends SINGLE_NODE_WRITER and enforces ReadWriteOncePod itself.
 func (s *Service) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
-	caps := make([]*csi.NodeServiceCapability, 0, len(nodeCapabilities))
-	for _, c := range nodeCapabilities {
+	rpcs := nodeCapabilities
+	if s.platform.PublicationRefs {
+		rpcs = append(rpcs[:len(rpcs):len(rpcs)], csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
+	}
+	caps := make([]*csi.NodeServiceCapability, 0, len(rpcs))
+	for _, c := range rpcs {
 		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{
 			Rpc: &csi.NodeServiceCapability_RPC{Type: c}}})
 	}
@@ -152,7 +160,7 @@ func (s *Service) NodeGetInfo(ctx context.Context, _ *csi.NodeGetInfoRequest) (*
 		MaxVolumesPerNode: int64(s.maxVolumes(in)),
 		AccessibleTopology: &csi.Topology{Segments: map[string]string{
 			ZoneTopologyKey: in.Zone,
-			OSTopologyKey:   runtime.GOOS,
+			OSTopologyKey:   s.platform.OS,
 		}},
 	}, nil
 }
@@ -173,7 +181,11 @@ func (s *Service) maxVolumes(in metadata.Instance) int {
 	}
 	ephemeral := countMappings(in.BlockDeviceMappings, "ephemeral")
 	nvme, err := s.os.InstanceStoreVolumes()
-	if err != nil {
+	switch {
+	case errors.Is(err, mounter.ErrUnsupported):
+		// Windows: only the block device mappings count them.
+		klog.V(2).InfoS("This OS cannot count NVMe instance store volumes; counting the block device mappings' only", "reason", err)
+	case err != nil:
 		// Counting nothing errs high by at most the instance store volumes of
 		// the type; refusing to report a limit would keep the node unusable.
 		klog.ErrorS(err, "Could not count NVMe instance store volumes; assuming none")

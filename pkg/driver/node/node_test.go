@@ -3,7 +3,7 @@ package node
 import (
 	"context"
 	"errors"
-	"runtime"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -147,7 +147,7 @@ func TestNodeGetInfo(t *testing.T) {
 				t.Fatalf("NodeGetInfo = %s, %d; want %s, %d", resp.NodeId, resp.MaxVolumesPerNode, in.ID, tc.want)
 			}
 			segs := resp.AccessibleTopology.GetSegments()
-			if len(segs) != 2 || segs[ZoneTopologyKey] != in.Zone || segs[OSTopologyKey] != runtime.GOOS {
+			if len(segs) != 2 || segs[ZoneTopologyKey] != in.Zone || segs[OSTopologyKey] != "linux" {
 				t.Fatalf("topology = %v", segs)
 			}
 			if _, ok := segs["topology.k8s.aws/zone-id"]; ok {
@@ -184,7 +184,7 @@ func TestInvalidRequests(t *testing.T) {
 		"stage: path in volume ID": stage(func(r *csi.NodeStageVolumeRequest) { r.VolumeId = "vol-../../etc" }),
 		"stage: no staging path":   stage(func(r *csi.NodeStageVolumeRequest) { r.StagingTargetPath = "" }),
 		"stage: relative path":     stage(func(r *csi.NodeStageVolumeRequest) { r.StagingTargetPath = "var/lib/kubelet/x" }),
-		"stage: path with ..":      stage(func(r *csi.NodeStageVolumeRequest) { r.StagingTargetPath = "/var/lib/kubelet/../../etc" }),
+		"stage: path with ..":      stage(func(r *csi.NodeStageVolumeRequest) { r.StagingTargetPath = kubeletDir + "/../../etc" }),
 		"stage: no capability":     stage(func(r *csi.NodeStageVolumeRequest) { r.VolumeCapability = nil }),
 		"stage: no access type":    stage(func(r *csi.NodeStageVolumeRequest) { r.VolumeCapability.AccessType = nil }),
 		"stage: no access mode":    stage(func(r *csi.NodeStageVolumeRequest) { r.VolumeCapability.AccessMode = nil }),
@@ -220,7 +220,7 @@ func TestInvalidRequests(t *testing.T) {
 		},
 		"publish: bad volume ID":       publish(func(r *csi.NodePublishVolumeRequest) { r.VolumeId = "vol-" }),
 		"publish: no target":           publish(func(r *csi.NodePublishVolumeRequest) { r.TargetPath = "" }),
-		"publish: target with ..":      publish(func(r *csi.NodePublishVolumeRequest) { r.TargetPath = "/var/lib/kubelet/pods/../../../root" }),
+		"publish: target with ..":      publish(func(r *csi.NodePublishVolumeRequest) { r.TargetPath = kubeletDir + "/pods/../../../root" }),
 		"publish: mount needs staging": publish(func(r *csi.NodePublishVolumeRequest) { r.StagingTargetPath = "" }),
 		"publish: no capability":       publish(func(r *csi.NodePublishVolumeRequest) { r.VolumeCapability = nil }),
 		"publish: bad access mode": publish(func(r *csi.NodePublishVolumeRequest) {
@@ -301,7 +301,7 @@ func TestConcurrentCallsForOneVolumeAreAborted(t *testing.T) {
 	go func() {
 		r := stageReq(mountCap("ext4"))
 		r.VolumeId = "vol-0fedcba9876543210"
-		r.StagingTargetPath = "/var/lib/kubelet/plugins/other/globalmount"
+		r.StagingTargetPath = filepath.Join(kubeletDir, "plugins", "other", "globalmount")
 		_, err := s.NodeStageVolume(ctx, r)
 		other <- err
 	}()

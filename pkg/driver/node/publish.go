@@ -30,7 +30,7 @@ func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVol
 	if err := checkPath("target path", target); err != nil {
 		return nil, err
 	}
-	block, err := checkCapability(req.GetVolumeCapability())
+	block, err := s.checkCapability(req.GetVolumeCapability())
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVol
 // mapping, which NodeStageVolume opened.
 func (s *Service) publishBlock(ctx context.Context, req *csi.NodePublishVolumeRequest, options []string) (*csi.NodePublishVolumeResponse, error) {
 	volumeID, target := req.GetVolumeId(), req.GetTargetPath()
-	encrypted, err := nodeEncryption(req.GetVolumeContext())
+	encrypted, err := s.nodeEncryption(req.GetVolumeContext())
 	if err != nil {
 		return nil, err
 	}
@@ -122,8 +122,13 @@ func (s *Service) publishBlock(ctx context.Context, req *csi.NodePublishVolumeRe
 // for the other read-only state is ALREADY_EXISTS, as the spec says for a
 // volume published at the target with an incompatible readonly flag:
 // answering OK would leave a pod writing to what it asked to be read-only,
-// or failing writes it was promised.
+// or failing writes it was promised. Where a publication has no read-only
+// state of its own (a Windows symlink; the container runtime makes the
+// pod's mount read-only), there is nothing to compare.
 func (s *Service) checkSamePublication(volumeID, target string, options []string) error {
+	if !s.platform.ReadOnlyPublish {
+		return nil
+	}
 	readOnly, err := s.os.MountedReadOnly(target)
 	if err != nil {
 		return status.Errorf(codes.Internal, "check how volume %s is published at %s: %v", volumeID, target, err)

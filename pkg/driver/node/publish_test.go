@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -326,7 +327,7 @@ func TestPublishTwice(t *testing.T) {
 // SINGLE_NODE_SINGLE_WRITER (before anything is created), allowed for the
 // multi-writer modes and for SINGLE_NODE_WRITER.
 func TestPublishSingleWriter(t *testing.T) {
-	const other = "/var/lib/kubelet/pods/p2/volumes/kubernetes.io~csi/pvc-1/mount"
+	other := filepath.Join(kubeletDir, "pods", "p2", "volumes", "kubernetes.io~csi", "pvc-1", "mount")
 	publishedElsewhere := func(f *fakeOS) {
 		staged(f)
 		f.paths[other] = "dir"

@@ -30,11 +30,11 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeR
 	if err := checkPath("staging target path", staging); err != nil {
 		return nil, err
 	}
-	block, err := checkCapability(req.GetVolumeCapability())
+	block, err := s.checkCapability(req.GetVolumeCapability())
 	if err != nil {
 		return nil, err
 	}
-	encrypted, err := nodeEncryption(req.GetVolumeContext())
+	encrypted, err := s.nodeEncryption(req.GetVolumeContext())
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeR
 	var fsType string
 	var format volumecontext.FormatOptions
 	if !block {
-		if fsType, format, err = filesystemOf(req.GetVolumeCapability(), req.GetVolumeContext()); err != nil {
+		if fsType, format, err = s.filesystemOf(req.GetVolumeCapability(), req.GetVolumeContext()); err != nil {
 			return nil, err
 		}
 	}

@@ -35,14 +35,19 @@ func checkVolumeID(id string) error {
 }
 
 // checkPath accepts an absolute path with no "." or ".." elements (a
-// trailing slash is tolerated): the node mounts and removes things at these
-// paths as root, so it takes them only in the form the kubelet sends.
+// trailing separator is tolerated): the node mounts and removes things at
+// these paths as root, so it takes them only in the form the kubelet sends.
+// On Windows that is a path with a drive letter, with back or forward
+// slashes (c:\var\lib\kubelet\… or c:/var/lib/kubelet/…); the Windows
+// mounter turns either into the form csi-proxy takes.
 func checkPath(what, p string) error {
 	if p == "" {
 		return status.Errorf(codes.InvalidArgument, "%s is required", what)
 	}
-	clean := filepath.Clean(p)
-	if !filepath.IsAbs(p) || (p != clean && p != clean+string(filepath.Separator)) {
+	clean, native := filepath.Clean(p), filepath.FromSlash(p)
+	// A volume name longer than a drive letter is a network share or a
+	// device path (Windows), never where the kubelet keeps volumes.
+	if !filepath.IsAbs(p) || len(filepath.VolumeName(p)) > 2 || (native != clean && native != clean+string(filepath.Separator)) {
 		return status.Errorf(codes.InvalidArgument, "%s %q must be an absolute path without . or .. elements", what, p)
 	}
 	return nil
@@ -93,9 +98,9 @@ func readerOnly(c *csi.VolumeCapability) bool {
 	return false
 }
 
-// checkCapability validates a volume capability and reports whether it asks
-// for raw block access.
-func checkCapability(c *csi.VolumeCapability) (block bool, err error) {
+// checkCapability validates a volume capability against what the node's
+// operating system can do and reports whether it asks for raw block access.
+func (s *Service) checkCapability(c *csi.VolumeCapability) (block bool, err error) {
 	if c == nil {
 		return false, status.Error(codes.InvalidArgument, "volume capability is required")
 	}
@@ -118,14 +123,35 @@ func checkCapability(c *csi.VolumeCapability) (block bool, err error) {
 		}
 		return false, status.Errorf(codes.InvalidArgument, "access mode %s is not supported for %s access", mode, access)
 	}
-	return block, nil
+	return block, s.checkPlatform(c, block)
+}
+
+// checkPlatform refuses what the node's operating system cannot do: raw
+// block access, mount flags, and the single- and multi-writer access modes
+// (which need the publications of a volume listed) where it has none of
+// them, as on Windows.
+func (s *Service) checkPlatform(c *csi.VolumeCapability, block bool) error {
+	p := s.platform
+	switch mode := c.GetAccessMode().GetMode(); {
+	case block && !p.Block:
+		return status.Errorf(codes.InvalidArgument, "raw block volumes are not supported on %s nodes: ask for mount access", p.OS)
+	case len(c.GetMount().GetMountFlags()) > 0 && !p.MountFlags:
+		return status.Errorf(codes.InvalidArgument, "mount flags %q are not supported on %s nodes: remove the StorageClass's mountOptions",
+			c.GetMount().GetMountFlags(), p.OS)
+	case !p.PublicationRefs && (mode == csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER ||
+		mode == csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER):
+		return status.Errorf(codes.InvalidArgument, "access mode %s is not supported on %s nodes (this node does not offer SINGLE_NODE_MULTI_WRITER); use SINGLE_NODE_WRITER", mode, p.OS)
+	}
+	return nil
 }
 
 // filesystemOf returns the filesystem type and format options of a
 // mount-access request: the capability's fs_type, else the volume context's
-// fsType, else the default; the options are validated again here because a
-// volume context can come from a hand-written PersistentVolume.
-func filesystemOf(c *csi.VolumeCapability, volumeContext map[string]string) (string, volumecontext.FormatOptions, error) {
+// fsType, else the node's default (ext4 on Linux, ntfs on Windows); a type
+// the node's operating system cannot mount is refused. The options are
+// validated again here because a volume context can come from a
+// hand-written PersistentVolume.
+func (s *Service) filesystemOf(c *csi.VolumeCapability, volumeContext map[string]string) (string, volumecontext.FormatOptions, error) {
 	requested := c.GetMount().GetFsType()
 	if requested == "" {
 		for k, v := range volumeContext {
@@ -134,9 +160,16 @@ func filesystemOf(c *csi.VolumeCapability, volumeContext map[string]string) (str
 			}
 		}
 	}
-	fsType, err := volumecontext.NormalizeFSType(requested)
-	if err != nil {
-		return "", volumecontext.FormatOptions{}, status.Error(codes.InvalidArgument, err.Error())
+	fsType := s.platform.Filesystems[0]
+	if strings.TrimSpace(requested) != "" {
+		var err error
+		if fsType, err = volumecontext.NormalizeFSType(requested); err != nil {
+			return "", volumecontext.FormatOptions{}, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+	if !slices.Contains(s.platform.Filesystems, fsType) {
+		return "", volumecontext.FormatOptions{}, status.Errorf(codes.InvalidArgument,
+			"filesystem type %s is not supported on %s nodes: use %s", fsType, s.platform.OS, strings.Join(s.platform.Filesystems, ", "))
 	}
 	opts, err := volumecontext.ParseFormatOptions(volumeContext, fsType)
 	if err != nil {

@@ -17,7 +17,8 @@ func TestNormalizeFSType(t *testing.T) {
 		{in: "EXT3", want: "ext3"},
 		{in: " xfs ", want: "xfs"},
 		{in: "btrfs", wantErr: true},
-		{in: "ntfs", wantErr: true},
+		{in: "NTFS", want: "ntfs"},
+		{in: "vfat", wantErr: true},
 	}
 	for _, tc := range tests {
 		got, err := NormalizeFSType(tc.in)
@@ -63,6 +64,8 @@ func TestParseFormatOptions(t *testing.T) {
 		{name: "bytes per inode on xfs", params: map[string]string{"bytesPerInode": "8192"}, fsType: "xfs", wantErr: "bytesPerInode cannot be used with filesystem type xfs"},
 		{name: "inode count on xfs", params: map[string]string{"numberOfInodes": "8192"}, fsType: "xfs", wantErr: "numberOfInodes cannot be used"},
 		{name: "bigalloc on ext3", params: map[string]string{"ext4BigAlloc": "true"}, fsType: "ext3", wantErr: "ext4BigAlloc cannot be used with filesystem type ext3"},
+		{name: "block size on ntfs", params: map[string]string{"blockSize": "4096"}, fsType: "ntfs", wantErr: "blockSize cannot be used with filesystem type ntfs"},
+		{name: "ntfs without options", params: map[string]string{"type": "gp3"}, fsType: "ntfs", want: FormatOptions{}},
 		{name: "bigalloc on xfs", params: map[string]string{"ext4BigAlloc": "true"}, fsType: "xfs", wantErr: "cannot be used"},
 		{name: "bigalloc not a bool", params: map[string]string{"ext4BigAlloc": "yes please"}, wantErr: "want true or false"},
 		{name: "cluster size without bigalloc", params: map[string]string{"ext4ClusterSize": "16384"}, wantErr: "needs ext4BigAlloc=true"},

@@ -41,7 +41,8 @@ const ServiceAccountTokensKey = "csi.storage.k8s.io/serviceAccount.tokens"
 // decimal numbers of bytes.
 const (
 	// FSTypeKey names the filesystem to create on first use (ext4, ext3 or
-	// xfs). The volume capability's fs_type, when set, takes precedence.
+	// xfs on Linux nodes, ntfs on Windows nodes). The volume capability's
+	// fs_type, when set, takes precedence.
 	FSTypeKey = "fsType"
 	// BlockSizeKey is the filesystem block size in bytes (mkfs -b).
 	BlockSizeKey = "blockSize"
@@ -59,13 +60,18 @@ const (
 	Ext4ClusterSizeKey = "ext4ClusterSize"
 )
 
-// The filesystem types the Linux node formats and mounts.
+// The filesystem types the nodes format and mount: ext3, ext4 and xfs on
+// Linux, ntfs on Windows. The controller accepts all of them, since it does
+// not know which node will use a volume; each node refuses the ones its
+// operating system cannot mount.
 const (
 	FSTypeExt3 = "ext3"
 	FSTypeExt4 = "ext4"
 	FSTypeXFS  = "xfs"
+	FSTypeNTFS = "ntfs"
 	// DefaultFSType is used when neither the capability nor the volume
-	// context names a filesystem.
+	// context names a filesystem (on a Linux node; a Windows node's only
+	// filesystem is ntfs).
 	DefaultFSType = FSTypeExt4
 )
 
@@ -76,10 +82,11 @@ func NormalizeFSType(fsType string) (string, error) {
 	switch t := strings.ToLower(strings.TrimSpace(fsType)); t {
 	case "":
 		return DefaultFSType, nil
-	case FSTypeExt3, FSTypeExt4, FSTypeXFS:
+	case FSTypeExt3, FSTypeExt4, FSTypeXFS, FSTypeNTFS:
 		return t, nil
 	default:
-		return "", fmt.Errorf("filesystem type %q is not supported: use %s, %s or %s", fsType, FSTypeExt4, FSTypeExt3, FSTypeXFS)
+		return "", fmt.Errorf("filesystem type %q is not supported: use %s, %s or %s (Linux nodes), or %s (Windows nodes)",
+			fsType, FSTypeExt4, FSTypeExt3, FSTypeXFS, FSTypeNTFS)
 	}
 }
 

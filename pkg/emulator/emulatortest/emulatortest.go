@@ -99,9 +99,9 @@ func Start(t testing.TB, opts Options) *Env {
 	if opts.Devices {
 		testutil.RequireRoot(t)
 	}
-	env := &Env{DataDir: t.TempDir(), LinkDir: opts.LinkDir}
+	env := &Env{DataDir: testutil.TempDir(t), LinkDir: opts.LinkDir}
 	if opts.Devices && env.LinkDir == "" {
-		env.LinkDir = filepath.Join(t.TempDir(), "by-id")
+		env.LinkDir = filepath.Join(testutil.TempDir(t), "by-id")
 		if err := os.MkdirAll(env.LinkDir, 0o755); err != nil {
 			t.Fatal(err)
 		}

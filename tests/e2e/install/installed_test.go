@@ -25,9 +25,10 @@ const readyTimeout = 3 * time.Minute
 // volume is used: the controller Deployment and the node DaemonSet are
 // ready, the kubelet has registered the driver, the node plugin removed
 // the startup taint <driver>/agent-not-ready:NoExecute the node was
-// registered with (hack/e2e/incluster.sh brings the node up with it), and
-// the admission policy stops the node plugin's account from changing
-// anything else on a Node.
+// registered with (hack/e2e/incluster.sh brings the node up with it), the
+// admission policy stops the node plugin's account from changing anything
+// else on a Node, and the one for csi-proxy's pipes admits only the Windows
+// node plugin's pods.
 func TestInstalled(t *testing.T) {
 	t.Run("pods ready", func(t *testing.T) {
 		waitFor(t, "the controller Deployment and node DaemonSet ready", readyTimeout, rolledOut)
@@ -72,6 +73,9 @@ func TestInstalled(t *testing.T) {
 	})
 	t.Run("admission policy limits the node plugin", func(t *testing.T) {
 		checkNodePolicy(t)
+	})
+	t.Run("admission policy keeps csi-proxy's pipes to the Windows node plugin", func(t *testing.T) {
+		checkPipePolicy(t)
 	})
 }
 

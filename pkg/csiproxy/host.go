@@ -1,0 +1,93 @@
+// Package csiproxy is the Windows host as Diskplane's node uses it: the
+// disk, volume and filesystem operations of csi-proxy, behind one interface
+// with two implementations.
+//
+//   - Pipes: a node plugin in an ordinary Windows container asks csi-proxy,
+//     a service on the host, over named pipes, one per API group and version
+//     (\\.\pipe\csi-proxy-disk-v1, -volume-v1, -filesystem-v1), with the
+//     csi-proxy client/v1.3.0 API groups.
+//   - Library: a node plugin in a HostProcess container runs the same
+//     operations in-process with the csi-proxy v2 library.
+//
+// Both only exist for Windows (go-winio's pipes, the library's WMI); this
+// file, the interface, is for every build. The node's logic (pkg/mounter's
+// Windows implementation) is written once, over Host.
+package csiproxy
+
+import (
+	"context"
+	"errors"
+)
+
+// Host is what a Windows node plugin asks of the host. Disks are numbered
+// as Windows numbers them; volumes are Windows volume IDs
+// (\\?\Volume{GUID}\); paths are absolute Windows paths with a drive letter
+// and backslashes, which csi-proxy insists on.
+type Host interface {
+	// ListDiskIDs returns the serial number (and page 0x83 ID) of every disk
+	// by disk number.
+	ListDiskIDs(ctx context.Context) (map[uint32]DiskIDs, error)
+	// Rescan makes the host look at its disks again, so a disk that grew
+	// shows its new size.
+	Rescan(ctx context.Context) error
+	// DiskSize returns a disk's size in bytes, as last scanned.
+	DiskSize(ctx context.Context, disk uint32) (int64, error)
+	// SetDiskOnline brings a disk online or takes it offline.
+	SetDiskOnline(ctx context.Context, disk uint32, online bool) error
+	// PartitionDisk initializes a raw disk GPT and creates a basic data
+	// partition over it, unless the disk already has a partition other than
+	// the Microsoft reserved one: csi-proxy never removes one.
+	PartitionDisk(ctx context.Context, disk uint32) error
+
+	// VolumesOnDisk returns the volumes on a disk (none while it is offline).
+	VolumesOnDisk(ctx context.Context, disk uint32) ([]string, error)
+	// IsVolumeFormatted reports whether Windows finds any filesystem on a
+	// volume.
+	IsVolumeFormatted(ctx context.Context, volume string) (bool, error)
+	// FormatVolume formats a volume NTFS, whatever it holds.
+	FormatVolume(ctx context.Context, volume string) error
+	// MountVolume makes path, an empty directory, a mount point of volume.
+	MountVolume(ctx context.Context, volume, path string) error
+	// UnmountVolume flushes volume and removes its mount point at path.
+	UnmountVolume(ctx context.Context, volume, path string) error
+	// ResizeVolume grows a volume's partition and filesystem as far as its
+	// disk allows (csi-proxy skips a growth of less than 100 MiB).
+	ResizeVolume(ctx context.Context, volume string) error
+	// VolumeStats returns a volume's size and the bytes in use.
+	VolumeStats(ctx context.Context, volume string) (total, used int64, err error)
+	// DiskOfVolume returns the number of the disk a volume is on.
+	DiskOfVolume(ctx context.Context, volume string) (uint32, error)
+	// VolumeAt returns the volume mounted at path (through symlinks).
+	VolumeAt(ctx context.Context, path string) (string, error)
+
+	// PathExists reports whether path exists.
+	PathExists(ctx context.Context, path string) (bool, error)
+	// Mkdir creates a directory and its parents.
+	Mkdir(ctx context.Context, path string) error
+	// Rmdir removes an empty directory, a symlink or a mount point (never
+	// what a directory holds).
+	Rmdir(ctx context.Context, path string) error
+	// CreateSymlink makes target, which must not exist, a directory symlink
+	// to source.
+	CreateSymlink(ctx context.Context, source, target string) error
+	// IsSymlink reports whether path is a symlink or a mount point whose
+	// target exists; a path that does not exist is an error.
+	IsSymlink(ctx context.Context, path string) (bool, error)
+
+	// Close releases the connections to csi-proxy.
+	Close() error
+}
+
+// DiskIDs identify a disk.
+type DiskIDs struct {
+	// SerialNumber is the disk's serial number; for an EBS volume on a Nitro
+	// instance, the volume ID without its dash and the NVMe namespace
+	// (vol0123456789abcdef0_00000001.).
+	SerialNumber string
+	// Page83 is the disk's SCSI page 0x83 identifier.
+	Page83 string
+}
+
+// ErrNotServed means csi-proxy does not answer, or does not serve an API
+// group version Diskplane needs.
+var ErrNotServed = errors.New("csi-proxy does not serve what Diskplane needs")

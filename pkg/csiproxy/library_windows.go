@@ -1,0 +1,189 @@
+package csiproxy
+
+import (
+	"context"
+	"fmt"
+
+	disk "github.com/kubernetes-csi/csi-proxy/v2/pkg/disk"
+	diskapi "github.com/kubernetes-csi/csi-proxy/v2/pkg/disk/hostapi"
+	fs "github.com/kubernetes-csi/csi-proxy/v2/pkg/filesystem"
+	fsapi "github.com/kubernetes-csi/csi-proxy/v2/pkg/filesystem/hostapi"
+	volume "github.com/kubernetes-csi/csi-proxy/v2/pkg/volume"
+	volumeapi "github.com/kubernetes-csi/csi-proxy/v2/pkg/volume/hostapi"
+	"k8s.io/klog/v2"
+)
+
+// HostAPIs are the host APIs the csi-proxy v2 library runs its operations
+// on: Windows itself (WMI, Win32) in a HostProcess container, or fakes in
+// tests.
+type HostAPIs struct {
+	Disk       diskapi.HostAPI
+	Volume     volumeapi.HostAPI
+	Filesystem fsapi.HostAPI
+}
+
+// WindowsHostAPIs are the library's host APIs over Windows itself.
+func WindowsHostAPIs() HostAPIs {
+	return HostAPIs{Disk: diskapi.New(), Volume: volumeapi.New(), Filesystem: fsapi.New()}
+}
+
+// libraryHost is Host over the csi-proxy v2 library, in this process.
+type libraryHost struct {
+	disk   disk.Interface
+	volume volume.Interface
+	fs     fs.Interface
+}
+
+// NewLibrary returns the Host of a plugin in a HostProcess container: the
+// csi-proxy v2 library over apis. Like Connect it checks the host answers
+// before it is used: the disks can be listed.
+func NewLibrary(ctx context.Context, apis HostAPIs) (Host, error) {
+	d, err := disk.New(apis.Disk)
+	if err != nil {
+		return nil, err
+	}
+	v, err := volume.New(apis.Volume)
+	if err != nil {
+		return nil, err
+	}
+	f, err := fs.New(apis.Filesystem)
+	if err != nil {
+		return nil, err
+	}
+	h := &libraryHost{disk: d, volume: v, fs: f}
+	disks, err := h.ListDiskIDs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the csi-proxy library cannot list the host's disks (is this a HostProcess container running as NT AUTHORITY\\SYSTEM?): %v",
+			ErrNotServed, err)
+	}
+	klog.V(2).InfoS("csi-proxy library ready in this process", "disks", len(disks))
+	return h, nil
+}
+
+func (h *libraryHost) Close() error { return nil }
+
+func (h *libraryHost) ListDiskIDs(ctx context.Context) (map[uint32]DiskIDs, error) {
+	resp, err := h.disk.ListDiskIDs(ctx, &disk.ListDiskIDsRequest{})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uint32]DiskIDs, len(resp.DiskIDs))
+	for n, ids := range resp.DiskIDs {
+		out[n] = DiskIDs{SerialNumber: ids.SerialNumber, Page83: ids.Page83}
+	}
+	return out, nil
+}
+
+func (h *libraryHost) Rescan(ctx context.Context) error {
+	_, err := h.disk.Rescan(ctx, &disk.RescanRequest{})
+	return err
+}
+
+func (h *libraryHost) DiskSize(ctx context.Context, n uint32) (int64, error) {
+	resp, err := h.disk.GetDiskStats(ctx, &disk.GetDiskStatsRequest{DiskNumber: n})
+	if err != nil {
+		return 0, err
+	}
+	return resp.TotalBytes, nil
+}
+
+func (h *libraryHost) SetDiskOnline(ctx context.Context, n uint32, online bool) error {
+	_, err := h.disk.SetDiskState(ctx, &disk.SetDiskStateRequest{DiskNumber: n, IsOnline: online})
+	return err
+}
+
+func (h *libraryHost) PartitionDisk(ctx context.Context, n uint32) error {
+	_, err := h.disk.PartitionDisk(ctx, &disk.PartitionDiskRequest{DiskNumber: n})
+	return err
+}
+
+func (h *libraryHost) VolumesOnDisk(ctx context.Context, n uint32) ([]string, error) {
+	resp, err := h.volume.ListVolumesOnDisk(ctx, &volume.ListVolumesOnDiskRequest{DiskNumber: n})
+	if err != nil {
+		return nil, err
+	}
+	return resp.VolumeIDs, nil
+}
+
+func (h *libraryHost) IsVolumeFormatted(ctx context.Context, v string) (bool, error) {
+	resp, err := h.volume.IsVolumeFormatted(ctx, &volume.IsVolumeFormattedRequest{VolumeID: v})
+	if err != nil {
+		return false, err
+	}
+	return resp.Formatted, nil
+}
+
+func (h *libraryHost) FormatVolume(ctx context.Context, v string) error {
+	_, err := h.volume.FormatVolume(ctx, &volume.FormatVolumeRequest{VolumeID: v})
+	return err
+}
+
+func (h *libraryHost) MountVolume(ctx context.Context, v, path string) error {
+	_, err := h.volume.MountVolume(ctx, &volume.MountVolumeRequest{VolumeID: v, TargetPath: path})
+	return err
+}
+
+func (h *libraryHost) UnmountVolume(ctx context.Context, v, path string) error {
+	_, err := h.volume.UnmountVolume(ctx, &volume.UnmountVolumeRequest{VolumeID: v, TargetPath: path})
+	return err
+}
+
+func (h *libraryHost) ResizeVolume(ctx context.Context, v string) error {
+	_, err := h.volume.ResizeVolume(ctx, &volume.ResizeVolumeRequest{VolumeID: v})
+	return err
+}
+
+func (h *libraryHost) VolumeStats(ctx context.Context, v string) (int64, int64, error) {
+	resp, err := h.volume.GetVolumeStats(ctx, &volume.GetVolumeStatsRequest{VolumeID: v})
+	if err != nil {
+		return 0, 0, err
+	}
+	return resp.TotalBytes, resp.UsedBytes, nil
+}
+
+func (h *libraryHost) DiskOfVolume(ctx context.Context, v string) (uint32, error) {
+	resp, err := h.volume.GetDiskNumberFromVolumeID(ctx, &volume.GetDiskNumberFromVolumeIDRequest{VolumeID: v})
+	if err != nil {
+		return 0, err
+	}
+	return resp.DiskNumber, nil
+}
+
+func (h *libraryHost) VolumeAt(ctx context.Context, path string) (string, error) {
+	resp, err := h.volume.GetVolumeIDFromTargetPath(ctx, &volume.GetVolumeIDFromTargetPathRequest{TargetPath: path})
+	if err != nil {
+		return "", err
+	}
+	return resp.VolumeID, nil
+}
+
+func (h *libraryHost) PathExists(ctx context.Context, path string) (bool, error) {
+	resp, err := h.fs.PathExists(ctx, &fs.PathExistsRequest{Path: path})
+	if err != nil {
+		return false, err
+	}
+	return resp.Exists, nil
+}
+
+func (h *libraryHost) Mkdir(ctx context.Context, path string) error {
+	_, err := h.fs.Mkdir(ctx, &fs.MkdirRequest{Path: path})
+	return err
+}
+
+func (h *libraryHost) Rmdir(ctx context.Context, path string) error {
+	_, err := h.fs.Rmdir(ctx, &fs.RmdirRequest{Path: path})
+	return err
+}
+
+func (h *libraryHost) CreateSymlink(ctx context.Context, source, target string) error {
+	_, err := h.fs.CreateSymlink(ctx, &fs.CreateSymlinkRequest{SourcePath: source, TargetPath: target})
+	return err
+}
+
+func (h *libraryHost) IsSymlink(ctx context.Context, path string) (bool, error) {
+	resp, err := h.fs.IsSymlink(ctx, &fs.IsSymlinkRequest{Path: path})
+	if err != nil {
+		return false, err
+	}
+	return resp.IsSymlink, nil
+}

@@ -1,0 +1,5 @@
+//go:build linux
+
+package mounter
+
+func (m *linuxMounter) Platform() Platform { return LinuxPlatform }
