@@ -35,7 +35,15 @@ type healthChecker struct {
 	find   func(volumeID string) (string, error)
 	stat   func(path string, st *unix.Stat_t) error
 	statfs func(path string, st *unix.Statfs_t) error
+	// getxattr reads an extended attribute of a path (unix.Getxattr).
+	getxattr func(path, name string) error
 }
+
+// shutdownProbe is the extended attribute whose lookup on a mount point
+// tells whether the filesystem was shut down: ext4 answers every xattr
+// lookup of a shut-down filesystem with EIO, and a healthy one says it has
+// no such attribute, from the inode in memory.
+const shutdownProbe = "user.diskplane.health-probe"
 
 func (m *linuxMounter) VolumeHealth(_ context.Context, volumeID string, paths []string) (health.Report, error) {
 	f := m.devices
@@ -46,6 +54,10 @@ func (m *linuxMounter) VolumeHealth(_ context.Context, volumeID string, paths []
 			return f.findOnce(volumeID, f.candidates(volumeID, ""))
 		},
 		stat: unix.Stat, statfs: unix.Statfs,
+		getxattr: func(path, name string) error {
+			_, err := unix.Getxattr(path, name, nil)
+			return err
+		},
 	}
 	return h.check(volumeID, paths)
 }
@@ -206,6 +218,14 @@ func (in *inspection) filesystem(mi mountutils.MountInfo, path string) error {
 			"repair the filesystem (e2fsck -f, xfs_repair) before using it again", mi.FsType, in.volumeID))
 	}
 	if strings.HasPrefix(mi.FsType, "ext") {
+		// Kernels that no longer mark an ext4 filesystem read-only after
+		// errors (Linux 6.7, and the stable kernels it was backported to,
+		// until emergency_ro shows in 6.15) shut it down instead.
+		if err := in.getxattr(path, shutdownProbe); errors.Is(err, unix.EIO) {
+			in.report.Add(health.Inaccessible, "FilesystemShutDown", fmt.Sprintf("the kernel shut the %s filesystem of volume %s "+
+				"down after errors: every read and write through it fails; delete the pod so that the kubelet unmounts it, "+
+				"then run e2fsck -f on the device before using it again", mi.FsType, in.volumeID))
+		}
 		if err := in.ext4Errors(mi); err != nil {
 			return err
 		}

@@ -27,13 +27,14 @@ type fakeNode struct {
 	stats    map[string]unix.Stat_t
 	statErrs map[string]error
 	fsBlocks map[string]uint64 // statfs blocks (4 KiB) by path
+	shutDown map[string]bool   // paths whose xattr lookups fail with EIO
 	wrong    map[string]bool   // device nodes verify refuses
 	found    string            // what find answers for the volume ("": none)
 }
 
 func newFakeNode(t *testing.T) *fakeNode {
 	n := &fakeNode{t: t, root: t.TempDir(), stats: map[string]unix.Stat_t{}, statErrs: map[string]error{},
-		fsBlocks: map[string]uint64{}, wrong: map[string]bool{}}
+		fsBlocks: map[string]uint64{}, wrong: map[string]bool{}, shutDown: map[string]bool{}}
 	return n
 }
 
@@ -123,6 +124,12 @@ func (n *fakeNode) checker() *healthChecker {
 			*st = unix.Statfs_t{Bsize: 4096, Frsize: 4096, Blocks: n.fsBlocks[path]}
 			return nil
 		},
+		getxattr: func(path, name string) error {
+			if n.shutDown[path] {
+				return unix.EIO
+			}
+			return unix.ENODATA
+		},
 	}
 }
 
@@ -189,6 +196,20 @@ func TestVolumeHealthChecks(t *testing.T) {
 			n.mount(target, loop, "ext4", "/dev/loop3", "rw,relatime", "ro,errors=remount-ro")
 			return []string{target}
 		}, want: []finding{{health.Inaccessible, "FilesystemReadOnly"}}},
+		{name: "ext4 shut down after errors (no read-only flag shown)", setup: func(n *fakeNode) []string {
+			n.disk("loop3", loop, gib, nil)
+			target := n.mountPoint("target")
+			n.mount(target, loop, "ext4", "/dev/loop3", "rw,relatime", "rw")
+			n.shutDown[target] = true
+			return []string{target}
+		}, want: []finding{{health.Inaccessible, "FilesystemShutDown"}}, message: []string{"shut the ext4 filesystem", "e2fsck -f"}},
+		{name: "xfs is not probed for an ext4 shutdown", setup: func(n *fakeNode) []string {
+			n.disk("loop3", loop, gib, nil)
+			target := n.mountPoint("target")
+			n.mount(target, loop, "xfs", "/dev/loop3", "rw,relatime", "rw")
+			n.shutDown[target] = true
+			return []string{target}
+		}},
 		{name: "ext4 recorded I/O errors", setup: func(n *fakeNode) []string {
 			n.disk("loop3", loop, gib, nil)
 			target := n.mountPoint("target")

@@ -33,7 +33,20 @@ func mountedDir(t *testing.T, fsType string) string {
 		run(t, "mkfs."+fsType, "-q", img)
 		run(t, "mount", "-o", "loop", img, dir)
 	}
-	t.Cleanup(func() { unmountIfMounted(t, dir) })
+	t.Cleanup(func() {
+		// The kernel lets go of a detached loop device's backing file
+		// asynchronously: wait while the filesystem is still busy.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			err := unix.Unmount(dir, 0)
+			if err == nil || errors.Is(err, unix.EINVAL) {
+				return
+			}
+			if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+				t.Errorf("unmount %s: %v", dir, err)
+				return
+			}
+		}
+	})
 	return dir
 }
 
@@ -126,6 +139,27 @@ func TestFailIO(t *testing.T) {
 	if err := s.DeleteVolume(volA); err != nil {
 		t.Fatalf("DeleteVolume after a fault: %v", err)
 	}
+	waitLoopsReleased(t, s)
+}
+
+// waitLoopsReleased waits until no loop device is bound to the store's
+// images: a kernel may tear a detached device down a moment after the
+// detach returned (Linux 6.1 does it in a work queue).
+func waitLoopsReleased(t *testing.T, s *loopStore) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		devs, err := listLoopDevices()
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound := false
+		for _, d := range devs {
+			bound = bound || strings.HasPrefix(d.backingFile, s.volumesDir+"/")
+		}
+		if !bound || time.Now().After(deadline) {
+			return
+		}
+	}
 }
 
 // TestFailIORefusedWhereWritesGoThrough checks that on a filesystem that
@@ -146,4 +180,5 @@ func TestFailIORefusedWhereWritesGoThrough(t *testing.T) {
 	}
 	writeDevice(t, dev, 0, []byte("still writable"))
 	mustDetach(t, s, linkDir, volA)
+	waitLoopsReleased(t, s)
 }
