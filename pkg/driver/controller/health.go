@@ -169,19 +169,15 @@ func eventReason(eventType string) string {
 // ControllerGetVolumeHealth reports one volume's health from EC2's view
 // (CSI 1.13): its state, status checks, events and actions.
 func (s *Service) ControllerGetVolumeHealth(ctx context.Context, req *csi.ControllerGetVolumeHealthRequest) (*csi.ControllerGetVolumeHealthResponse, error) {
-	id := req.GetVolumeId()
-	if err := requireID("volume ID", id); err != nil {
-		return nil, err
-	}
-	v, err := s.cloud.GetVolume(ctx, id)
+	v, err := s.volumeByID(ctx, req.GetVolumeId())
 	if err != nil {
-		return nil, failed(err, "volume %s", id)
+		return nil, err
 	}
 	reports, err := s.volumeReports(ctx, []*cloud.Volume{v})
 	if err != nil {
-		return nil, failed(err, "health of volume %s", id)
+		return nil, failed(err, "health of volume %s", v.ID)
 	}
-	return &csi.ControllerGetVolumeHealthResponse{VolumeHealth: volumehealth.VolumeHealth(id, reports[id])}, nil
+	return &csi.ControllerGetVolumeHealthResponse{VolumeHealth: volumehealth.VolumeHealth(v.ID, reports[v.ID])}, nil
 }
 
 // ControllerListVolumeHealth lists the driver's volumes that have something

@@ -31,7 +31,19 @@ func (s *Service) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) 
 // ControllerGetVolume describes one volume, the nodes it is attached to and
 // its condition from EC2's view.
 func (s *Service) ControllerGetVolume(ctx context.Context, req *csi.ControllerGetVolumeRequest) (*csi.ControllerGetVolumeResponse, error) {
-	id := req.GetVolumeId()
+	v, err := s.volumeByID(ctx, req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	reports, _ := s.volumeReports(ctx, []*cloud.Volume{v})
+	st := &csi.ControllerGetVolumeResponse_VolumeStatus{PublishedNodeIds: publishedNodes(v)}
+	volumehealth.SetCondition(st, reports[v.ID])
+	return &csi.ControllerGetVolumeResponse{Volume: csiVolume(v), Status: st}, nil
+}
+
+// volumeByID looks up the volume a request names; a missing ID is
+// InvalidArgument, a volume EC2 does not know NotFound.
+func (s *Service) volumeByID(ctx context.Context, id string) (*cloud.Volume, error) {
 	if err := requireID("volume ID", id); err != nil {
 		return nil, err
 	}
@@ -39,10 +51,7 @@ func (s *Service) ControllerGetVolume(ctx context.Context, req *csi.ControllerGe
 	if err != nil {
 		return nil, failed(err, "volume %s", id)
 	}
-	reports, _ := s.volumeReports(ctx, []*cloud.Volume{v})
-	st := &csi.ControllerGetVolumeResponse_VolumeStatus{PublishedNodeIds: publishedNodes(v)}
-	volumehealth.SetCondition(st, reports[id])
-	return &csi.ControllerGetVolumeResponse{Volume: csiVolume(v), Status: st}, nil
+	return v, nil
 }
 
 // csiVolume describes an existing volume in CSI terms.
