@@ -267,7 +267,7 @@ const (
 // /sys/fs/ext4/<device>): the count survives remounts until e2fsck clears
 // it, so a filesystem that once failed stays reported until it is checked.
 func (in *inspection) ext4Errors(mi mountutils.MountInfo) error {
-	dir := filepath.Join(in.sysDir, "fs", "ext4", filepath.Base(mi.Source))
+	dir := filepath.Join(in.sysDir, "fs", "ext4", in.kernelName(mi))
 	count, err := strconv.Atoi(readTrimmed(filepath.Join(dir, "errors_count")))
 	if err != nil || count == 0 {
 		return nil // no errors, or a kernel that does not say
@@ -287,6 +287,17 @@ func (in *inspection) ext4Errors(mi mountutils.MountInfo) error {
 	msg += "): delete the pod so that the kubelet unmounts it, then run e2fsck -f on the device before using it again"
 	in.report.Add(kind, reason, msg)
 	return nil
+}
+
+// kernelName is the name the kernel gives the device of a mount (dm-0 for
+// /dev/mapper/…), which names its directory under /sys/fs/ext4; the mount
+// table's source when the device is gone.
+func (in *inspection) kernelName(mi mountutils.MountInfo) string {
+	sys, err := filepath.EvalSymlinks(filepath.Join(in.sysDir, "dev", "block", fmt.Sprintf("%d:%d", mi.Major, mi.Minor)))
+	if err != nil {
+		return filepath.Base(mi.Source)
+	}
+	return filepath.Base(sys)
 }
 
 // ext4Error describes the first or last error ext4 recorded: what, where

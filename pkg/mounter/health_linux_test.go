@@ -292,6 +292,20 @@ func TestVolumeHealthChecks(t *testing.T) {
 			n.mount(target, dm, "ext4", "/dev/mapper/vol-0123456789abcdef0", "rw", "rw")
 			return []string{target}
 		}, want: []finding{{health.Degraded, "DeviceSuspended"}, {health.Inaccessible, "DeviceNotRunning"}}},
+		{name: "errors of an encrypted volume's ext4 are found under the kernel's name", setup: func(n *fakeNode) []string {
+			under := n.disk("nvme1n1", nvme, 8*gib, map[string]string{"device/state": "live"})
+			mapped := n.disk("dm-0", dm, 8*gib-2<<20, map[string]string{"dm/suspended": "0"})
+			if err := os.MkdirAll(filepath.Join(mapped, "slaves"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(under, filepath.Join(mapped, "slaves", "nvme1n1")); err != nil {
+				t.Fatal(err)
+			}
+			target := n.mountPoint("target")
+			n.mount(target, dm, "ext4", "/dev/mapper/luks-vol-0123456789abcdef0", "rw", "rw")
+			n.write(n.sys("fs", "ext4", "dm-0", "errors_count"), "2")
+			return []string{target}
+		}, want: []finding{{health.Degraded, "FilesystemErrors"}}, message: []string{"recorded 2 error(s)"}},
 		{name: "no path: the volume's device and its mounts", setup: func(n *fakeNode) []string {
 			n.disk("loop3", loop, gib, nil)
 			n.found = "/dev/loop3"
