@@ -31,6 +31,9 @@
 #   failover   TestLeaderFailover: two controller replicas; the leader evicted,
 #              the PodDisruptionBudget refuses the second eviction, the leases
 #              move, the new leaders provision and attach
+#   drain      TestDrain: the node cordoned, its node plugin stopped and a pod
+#              with a volume evicted; the plugin's preStop hook waits until the
+#              volume is unmounted and detached, long before six minutes
 #   uninstall  TestUninstall: helm uninstall / kubectl delete -k, then no
 #              object of Diskplane is left
 # A failing e2e suite does not stop the upgrade and uninstall steps; any
@@ -216,5 +219,6 @@ if [[ $method == helm ]]; then
   step upgrade go_test e2e_install -run '^TestUpgrade$' ./tests/e2e/install
 fi
 step failover go_test e2e_install -run '^TestLeaderFailover$' ./tests/e2e/install
+step drain go_test e2e_install -run '^TestDrain$' ./tests/e2e/install
 step uninstall go_test e2e_install -run '^TestUninstall$' ./tests/e2e/install
 finish

@@ -164,6 +164,33 @@ func (b *Batcher[K, V]) Get(ctx context.Context, key K) (V, error) {
 	return b.submit(ctx, key)()
 }
 
+// GetMany looks up every key of keys as if each had a caller of its own
+// asking at the same moment: the keys fill batches together, so n distinct
+// keys cost about n/MaxEntries exec calls instead of n. It returns a result
+// per distinct key (a key the exec call had no answer for carries an error
+// wrapping ErrNotFound); a whole-call error reaches the keys of that batch
+// only. When ctx ends first, it returns ctx's error.
+func (b *Batcher[K, V]) GetMany(ctx context.Context, keys []K) (map[K]Result[V], error) {
+	waits := make(map[K]func() (V, error), len(keys))
+	order := make([]K, 0, len(keys))
+	for _, k := range keys {
+		if _, dup := waits[k]; dup {
+			continue
+		}
+		waits[k] = b.submit(ctx, k)
+		order = append(order, k)
+	}
+	out := make(map[K]Result[V], len(order))
+	for _, k := range order {
+		v, err := waits[k]()
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		out[k] = Result[V]{Value: v, Err: err}
+	}
+	return out, nil
+}
+
 // submit hands the request to the owner goroutine and returns the function
 // that waits for its result. When submit returns, the owner holds the
 // request, which lets tests order requests against timer ticks.

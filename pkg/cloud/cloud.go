@@ -50,6 +50,11 @@ type Cloud interface {
 	GetVolumeByName(ctx context.Context, name string) (*Volume, error)
 	// ListVolumes returns one page of volumes.
 	ListVolumes(ctx context.Context, opts ListOptions) (*VolumePage, error)
+	// VolumeStatuses returns EC2's status checks, events and initialization
+	// progress of volumes (DescribeVolumeStatus), batched with concurrent
+	// lookups so that a page of volumes costs one call, not one per volume.
+	// A volume the cloud does not know is missing from the answer.
+	VolumeStatuses(ctx context.Context, volumeIDs []string) (map[string]*VolumeStatus, error)
 	// ModifyVolume changes size, type, IOPS or throughput and waits until the
 	// modification is optimizing or completed. Asking for what the volume
 	// already is does nothing; a modification in progress is awaited, not

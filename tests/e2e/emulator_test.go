@@ -122,3 +122,21 @@ func (e *emulator) patchFaults(ctx context.Context, doc string) error {
 	}
 	return nil
 }
+
+// setHealth sets what DescribeVolumeStatus reports about a volume (a
+// model.VolumeHealth document; {} is healthy).
+func (e *emulator) setHealth(ctx context.Context, id, doc string) error {
+	if err := e.call(ctx, http.MethodPut, admin.PathVolumes+"/"+id+"/health", strings.NewReader(doc), nil); err != nil {
+		return fmt.Errorf("health of %s: %w", id, err)
+	}
+	return nil
+}
+
+// failIO makes the volume's device fail every write, or heals it.
+func (e *emulator) failIO(ctx context.Context, id string, fail bool) error {
+	doc := fmt.Sprintf(`{"failIO":%t}`, fail)
+	if err := e.call(ctx, http.MethodPut, admin.PathVolumes+"/"+id+"/device", strings.NewReader(doc), nil); err != nil {
+		return fmt.Errorf("device of %s: %w", id, err)
+	}
+	return nil
+}

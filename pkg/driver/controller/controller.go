@@ -22,6 +22,7 @@ import (
 	"github.com/diskplane/diskplane/pkg/cloud"
 	"github.com/diskplane/diskplane/pkg/coalescer"
 	"github.com/diskplane/diskplane/pkg/driver/parameters"
+	"github.com/diskplane/diskplane/pkg/driver/volumehealth"
 	"github.com/diskplane/diskplane/pkg/inflight"
 )
 
@@ -106,6 +107,9 @@ var controllerCapabilities = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 	csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
 	csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+	volumehealth.ControllerVolumeCondition,
+	csi.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH,
+	csi.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH,
 }
 
 // ControllerGetCapabilities lists the controller RPCs this service

@@ -73,6 +73,10 @@ type Options struct {
 	Faults faults.Config
 	// RequireIMDSToken makes IMDS refuse IMDSv1 requests.
 	RequireIMDSToken bool
+	// DataDir holds the saved state and the volume images; empty means a
+	// private temporary directory. A test whose volumes must fail their
+	// I/O (the admin API's device faults) puts it on ext4.
+	DataDir string
 }
 
 // Env is a running emulator for one test.
@@ -99,7 +103,10 @@ func Start(t testing.TB, opts Options) *Env {
 	if opts.Devices {
 		testutil.RequireRoot(t)
 	}
-	env := &Env{DataDir: testutil.TempDir(t), LinkDir: opts.LinkDir}
+	env := &Env{DataDir: opts.DataDir, LinkDir: opts.LinkDir}
+	if env.DataDir == "" {
+		env.DataDir = testutil.TempDir(t)
+	}
 	if opts.Devices && env.LinkDir == "" {
 		env.LinkDir = filepath.Join(testutil.TempDir(t), "by-id")
 		if err := os.MkdirAll(env.LinkDir, 0o755); err != nil {

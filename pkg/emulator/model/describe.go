@@ -219,15 +219,16 @@ func (c *Cloud) zoneField(z Zone, name string) ([]string, bool) {
 	return nil, false
 }
 
-// VolumeStatus is one volume's status as DescribeVolumeStatus reports it.
-// The emulated volumes are always healthy; volumes restored from a snapshot
-// report their initialization as done.
+// VolumeStatus is one volume's status as DescribeVolumeStatus reports it:
+// the health the admin API set (healthy unless set); volumes restored from a
+// snapshot report their initialization as done unless it says otherwise.
 type VolumeStatus struct {
 	VolumeID     string
 	Zone         string
 	ZoneID       string
 	FromSnapshot bool
 	Attachments  []string
+	Health       VolumeHealth
 }
 
 // volumeStatusPaging are DescribeVolumeStatus' MaxResults bounds.
@@ -248,7 +249,7 @@ func (c *Cloud) DescribeVolumeStatus(q Query) (Page[VolumeStatus], error) {
 		var items []VolumeStatus
 		for _, v := range vols {
 			z, _ := findZone(c.cfg.Zones, v.Zone)
-			st := VolumeStatus{VolumeID: v.ID, Zone: v.Zone, ZoneID: z.ID, FromSnapshot: v.SnapshotID != ""}
+			st := VolumeStatus{VolumeID: v.ID, Zone: v.Zone, ZoneID: z.ID, FromSnapshot: v.SnapshotID != "", Health: v.Health}
 			for _, a := range v.Attachments {
 				st.Attachments = append(st.Attachments, a.InstanceID)
 			}
@@ -266,15 +267,27 @@ func (c *Cloud) DescribeVolumeStatus(q Query) (Page[VolumeStatus], error) {
 
 // volumeStatusField answers the DescribeVolumeStatus filters.
 func volumeStatusField(s VolumeStatus, name string) ([]string, bool) {
+	h := s.Health
+	var vals []string
 	switch name {
 	case "availability-zone":
 		return []string{s.Zone}, true
 	case "volume-status.status":
-		return []string{"ok"}, true
+		return []string{h.StatusValue()}, true
 	case "volume-status.details-name":
 		return []string{"io-enabled", "io-performance"}, true
 	case "volume-status.details-status":
-		return []string{"passed", "not-applicable"}, true
+		return []string{h.IOEnabledValue(), h.IOPerformanceValue()}, true
+	case "event.event-type", "event.event-id", "event.description", "event.not-before", "event.not-after":
+		for _, e := range h.Events {
+			vals = append(vals, e.field(name))
+		}
+		return vals, true
+	case "action.code", "action.event-id", "action.description":
+		for _, a := range h.Actions {
+			vals = append(vals, a.field(name))
+		}
+		return vals, true
 	}
 	return nil, false
 }

@@ -74,6 +74,8 @@ type Volume struct {
 	// attachment limit but is never exposed through the disk store, because
 	// the host already has its own root disk.
 	Root bool `json:"root,omitempty"`
+	// Health is what DescribeVolumeStatus reports (health.go).
+	Health VolumeHealth `json:"health,omitzero"`
 }
 
 // Attachment is a volume attached (or being attached) to an instance.
