@@ -55,6 +55,12 @@ test-vm:
 	hack/vm/test.sh
 	hack/vm/nvme.sh
 
+## bench: Diskplane against the physical floor (BENCH_PROFILE=full|ci; UPSTREAM_EBS_CSI_DRIVER=<binary> adds
+## the upstream driver's figures): one table of figures, floors and ratios; raw data in _output/bench
+.PHONY: bench
+bench: build
+	hack/bench/run.sh
+
 ## fuzz: run each fuzz target briefly (FUZZTIME each); the seed corpora also run in `make test`
 FUZZTIME ?= 20s
 FUZZ_TARGETS := ./pkg/driver/parameters:FuzzVolumeParameters ./pkg/driver/parameters:FuzzTagTemplate
@@ -83,6 +89,8 @@ verify:
 	$(GO) vet -tags e2e_install ./tests/e2e/install/...
 	$(GO) tool staticcheck -tags e2e_install ./tests/e2e/install/...
 	$(GO) vet -tags vm ./tests/vm/... ./tests/sanity/...
+	$(GO) vet -tags bench ./tests/bench/...
+	$(GO) tool staticcheck -tags bench ./tests/bench/...
 	$(GO) tool staticcheck -tags vm ./tests/vm/... ./tests/sanity/...
 
 clean:

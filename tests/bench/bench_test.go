@@ -124,6 +124,8 @@ func TestBench(t *testing.T) {
 		run  func(*testing.T, *report)
 	}{
 		{"P1 P2 lifecycles", benchLifecycles},
+		{"P3 cluster", benchCluster},
+		{"P4 P5 node", benchNode},
 		{"P6 list", benchList},
 	}
 	pick, err := regexp.Compile(*only)
@@ -135,4 +137,32 @@ func TestBench(t *testing.T) {
 			s.run(t, r)
 		}
 	}
+}
+
+// benchCluster reports P3 from the results make bench's cluster step left.
+func benchCluster(t *testing.T, r *report) {
+	data, err := os.ReadFile(filepath.Join(r.dir, "p3.json"))
+	if os.IsNotExist(err) {
+		t.Log("P3 was not run: make bench runs it in the local cluster first (tests/e2e TestProvisionToRunning)")
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p ProvisionResult
+	if err := json.Unmarshal(data, &p); err != nil {
+		t.Fatalf("p3.json: %v", err)
+	}
+	var parts []string
+	for _, k := range sortedKeys(p.FloorParts) {
+		parts = append(parts, fmt.Sprintf("%s %.2f s", k, p.FloorParts[k].Seconds()))
+	}
+	section := fmt.Sprintf("P3 %d claims with pods, local cluster", p.Pods)
+	note := "floor: " + strings.Join(parts, " + ")
+	if p.Note != "" {
+		note += "; " + p.Note
+	}
+	r.add(section, "claim to pod Running p50", percentile(p.ToRunning, 50).Seconds(), p.Floor.Seconds(), "s", note)
+	r.add(section, "claim to pod Running p99", percentile(p.ToRunning, 99).Seconds(), p.Floor.Seconds(), "s", "")
+	r.raw["provisionToRunning"] = p
 }

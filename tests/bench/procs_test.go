@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,8 +48,16 @@ func start(t *testing.T, dir, name, bin string, env []string, args ...string) *p
 	}
 	p := &process{name: name, cmd: cmd, log: log}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		// Stopped as Kubernetes stops a pod: SIGTERM, then SIGKILL.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
 		_ = f.Close()
 	})
 	return p
