@@ -48,7 +48,7 @@ func newLookups(c *ec2Cloud) (*lookups, error) {
 		if c.cfg.DisableBatching {
 			size = 1
 		}
-		o := batcher.Options{Name: name, MaxEntries: size, MaxDelay: c.cfg.BatchMaxDelay, ExecTimeout: batchTimeout}
+		o := batcher.Options{Name: name, MaxEntries: size, MaxDelay: c.cfg.BatchMaxDelay, IdleDelay: c.cfg.BatchIdleDelay, ExecTimeout: batchTimeout}
 		if len(splitCodes) > 0 {
 			o.SplitOnError = func(err error) bool {
 				code := errorCode(err)
