@@ -33,8 +33,9 @@ func (c *ec2Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string
 		case attachmentAttached:
 			return aws.ToString(a.Device), nil
 		case attachmentAttaching:
+			// Begun by an earlier attempt: its stuck window runs from now.
 			klog.V(4).InfoS("Attachment already under way; waiting for it", "volumeID", volumeID, "instanceID", instanceID)
-			return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), attachStart(a))
+			return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), time.Now())
 		case attachmentDetaching:
 			// An earlier detach is still running; attach again once it is done.
 			if err := c.waitDetached(ctx, volumeID, instanceID); err != nil {
@@ -92,12 +93,13 @@ func (c *ec2Cloud) attachAs(ctx context.Context, volumeID, instanceID string, le
 			}
 			return "", classify(opAttachVolume, err)
 		}
-		return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), attachStart(a))
+		return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), start)
 	}
-	if t := aws.ToTime(out.AttachTime); !t.IsZero() {
-		start = t
+	device := lease.Name
+	if d := aws.ToString(out.Device); d != "" {
+		device = d
 	}
-	device, err := c.waitAttached(ctx, volumeID, instanceID, lease.Name, start)
+	device, err = c.waitAttached(ctx, volumeID, instanceID, device, start)
 	if errors.Is(err, errAttachStuck) {
 		// The guest may still hold the name; let later attaches try others.
 		c.devices.Reject(instanceID, lease.Name)
@@ -109,10 +111,12 @@ func (c *ec2Cloud) attachAs(ctx context.Context, volumeID, instanceID string, le
 var errAttachStuck = errors.New("attachment stuck")
 
 // waitAttached polls until the volume's attachment to the instance is
-// "attached". An attachment still "attaching" AttachStuckTimeout after it
-// began is detached, and the call fails, so that the next attempt starts
-// clean rather than waiting on an attachment that will not complete (the
-// classic cause is a device name the guest still holds).
+// "attached". An attachment still "attaching" AttachStuckTimeout after
+// started (when this process sent AttachVolume, or first saw the
+// attachment under way, by its own clock: EC2's attach time may be off by
+// minutes) is detached, and the call fails, so that the next attempt
+// starts clean rather than waiting on an attachment that will not complete
+// (the classic cause is a device name the guest still holds).
 func (c *ec2Cloud) waitAttached(ctx context.Context, volumeID, instanceID, device string, started time.Time) (string, error) {
 	err := c.poll(ctx, func(ctx context.Context) (bool, string, error) {
 		raw, err := c.describeVolume(ctx, volumeID)
@@ -228,15 +232,6 @@ func rawAttachmentTo(v types.Volume, instanceID string) (types.VolumeAttachment,
 		}
 	}
 	return types.VolumeAttachment{}, false
-}
-
-// attachStart is when an attachment began, by EC2's clock, or now when EC2
-// does not say.
-func attachStart(a types.VolumeAttachment) time.Time {
-	if t := aws.ToTime(a.AttachTime); !t.IsZero() {
-		return t
-	}
-	return time.Now()
 }
 
 // attachedElsewhere returns an *AttachedElsewhereError when a volume that is

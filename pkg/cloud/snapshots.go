@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -13,18 +14,57 @@ import (
 	"k8s.io/klog/v2"
 )
 
+// snapshotSendKey is the sendLog key of the CreateSnapshot requests of a name.
+func snapshotSendKey(name string) string { return "snapshot/" + name }
+
 // CreateSnapshot snapshots a volume for the CSI snapshot name. EC2's
 // CreateSnapshot has no ClientToken, so the name tag is what makes it
 // idempotent: a snapshot already carrying the name is returned when it is of
 // the same volume and is ErrAlreadyExists when it is of another. A snapshot
-// of that name that failed is deleted and made again. It does not wait for
-// the snapshot to complete.
+// of that name that failed is deleted and made again. The request is never
+// repeated blindly: after a failure that may have been applied (a server
+// error, a dropped connection, a timeout), and while a request for the
+// name, this process's or a previous one's, is recent enough that EC2's
+// reads may not show its snapshot yet, the name is looked up until the
+// snapshot shows or the reads can be trusted (see sendLog). It does not
+// wait for the snapshot to complete.
 func (c *ec2Cloud) CreateSnapshot(ctx context.Context, name, sourceVolumeID string, opts *CreateSnapshotOptions) (*Snapshot, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	if name == "" || sourceVolumeID == "" {
 		return nil, fmt.Errorf("a snapshot needs a name and a source volume: %w", ErrInvalidArgument)
 	}
+	key := snapshotSendKey(name)
+	for {
+		var snap *Snapshot
+		found, err := c.awaitSettled(ctx, key, true, "a snapshot named "+name, func(ctx context.Context) (bool, error) {
+			s, err := c.snapshotNamed(ctx, name, sourceVolumeID)
+			snap = s
+			return s != nil, err
+		})
+		if err != nil || found {
+			if found {
+				c.sends.forget(key)
+			}
+			return snap, err
+		}
+		snap, err = c.sendCreateSnapshot(ctx, name, sourceVolumeID, opts)
+		switch {
+		case err == nil:
+			c.sends.forget(key)
+			return snap, nil
+		case refused(err) || ctx.Err() != nil:
+			return nil, classify(opCreateSnapshot, err)
+		}
+		klog.InfoS("CreateSnapshot failed and may have been applied; looking for the snapshot by name before asking again",
+			"name", name, "volumeID", sourceVolumeID, "err", err)
+	}
+}
+
+// snapshotNamed returns the usable snapshot that carries name, or nil when
+// there is none: a failed one is deleted, one of another volume is
+// ErrAlreadyExists.
+func (c *ec2Cloud) snapshotNamed(ctx context.Context, name, sourceVolumeID string) (*Snapshot, error) {
 	existing, err := c.snapshotsNamed(ctx, name)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
@@ -44,18 +84,26 @@ func (c *ec2Cloud) CreateSnapshot(ctx context.Context, name, sourceVolumeID stri
 			return s, nil
 		}
 	}
+	return nil, nil
+}
+
+// sendCreateSnapshot sends one CreateSnapshot (retried only when
+// throttled) and records it in the sendLog unless EC2 refused it.
+func (c *ec2Cloud) sendCreateSnapshot(ctx context.Context, name, sourceVolumeID string, opts *CreateSnapshotOptions) (*Snapshot, error) {
 	tags := map[string]string{}
 	if opts != nil {
 		maps.Copy(tags, opts.Tags)
 	}
 	tags[TagSnapshotName] = name
 	klog.V(2).InfoS("Creating snapshot", "name", name, "volumeID", sourceVolumeID)
+	sent := time.Now()
 	out, err := c.ec2.CreateSnapshot(ctx, &ec2.CreateSnapshotInput{
 		VolumeId:          aws.String(sourceVolumeID),
 		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeSnapshot, Tags: ec2Tags(tags)}},
 	}, c.retry.use(opCreateSnapshot))
+	c.sends.record(snapshotSendKey(name), sent, err)
 	if err != nil {
-		return nil, classify(opCreateSnapshot, err)
+		return nil, err
 	}
 	snap := toSnapshot(types.Snapshot{
 		SnapshotId: out.SnapshotId, VolumeId: out.VolumeId, VolumeSize: out.VolumeSize, State: out.State,
