@@ -183,9 +183,11 @@ type Snapshot struct {
 	// State is pending, completed, error (or recovering / recoverable).
 	State string
 	// Ready is true once the snapshot can be restored from.
-	Ready     bool
-	Tags      map[string]string
-	CreatedAt time.Time
+	Ready bool
+	// StateMessage is EC2's reason for a snapshot in "error".
+	StateMessage string
+	Tags         map[string]string
+	CreatedAt    time.Time
 }
 
 // CreateSnapshotOptions describes a new snapshot.

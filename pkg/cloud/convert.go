@@ -65,6 +65,7 @@ func toSnapshot(s types.Snapshot) *Snapshot {
 		SizeGiB:        aws.ToInt32(s.VolumeSize),
 		State:          string(s.State),
 		Ready:          string(s.State) == snapshotCompleted,
+		StateMessage:   aws.ToString(s.StateMessage),
 		Tags:           tagMap(s.Tags),
 		CreatedAt:      aws.ToTime(s.StartTime),
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,5 +214,93 @@ func TestModifyVolumeAfterCommitThenFail(t *testing.T) {
 	out, err := rawClient(env).DescribeVolumes(testContext(t), &ec2.DescribeVolumesInput{VolumeIds: []string{vol.ID}})
 	if err != nil || aws.ToInt32(out.Volumes[0].Size) != 2 {
 		t.Fatalf("the volume: %+v, %v", out, err)
+	}
+}
+
+// TestCreateSnapshotAgainUnderStaleReads: the snapshotter asks again until
+// the snapshot is ready; a lookup that lags behind the snapshot just made
+// must not make a second one.
+func TestCreateSnapshotAgainUnderStaleReads(t *testing.T) {
+	t.Parallel()
+	c, env := start(t, emulatortest.Options{Latencies: model.Latencies{Snapshot: time.Second}})
+	vol := mustCreate(t, c, "pvc-stale", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
+	time.Sleep(testConfig().VisibilityTimeout) // past a new controller's wait for its predecessor
+	if err := env.Faults().Patch([]byte(`{"staleReads": {"maxLag": "1s", "probability": 1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	first, err := c.CreateSnapshot(testContext(t), "snap-stale", vol.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		again, err := c.CreateSnapshot(testContext(t), "snap-stale", vol.ID, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.ID != first.ID {
+			t.Fatalf("asked again, CreateSnapshot answered %s, first %s", again.ID, first.ID)
+		}
+	}
+	if n := env.Calls("CreateSnapshot"); n != 1 {
+		t.Errorf("%d CreateSnapshot requests, want 1", n)
+	}
+}
+
+// TestCreateVolumeLostWindowCountsFromTheAnswer: CreateVolume was throttled
+// for longer than the visibility window before EC2 applied it; a volume
+// not visible yet right after the answer is not lost.
+func TestCreateVolumeLostWindowCountsFromTheAnswer(t *testing.T) {
+	t.Parallel()
+	env := emulatortest.Start(t, emulatortest.Options{Faults: faults.Config{
+		EventualConsistency: faults.Duration(500 * time.Millisecond),
+		Throttle: faults.Throttle{Enabled: true, Mutating: faults.Bucket{Size: 1, RefillPerSecond: 0.5},
+			Describe: faults.Bucket{Size: 100, RefillPerSecond: 100}, UnfilteredDescribe: faults.Bucket{Size: 100, RefillPerSecond: 100}},
+	}})
+	cfg := testConfig()
+	cfg.VisibilityTimeout = time.Second
+	c := newCloud(t, env, cfg)
+	mustCreate(t, c, "pvc-first", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()}) // empties the bucket
+	if _, err := c.CreateVolume(testContext(t), "pvc-throttled", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()}); err != nil {
+		t.Fatal(err)
+	}
+	if n := env.CallsWithCode("CreateVolume", "RequestLimitExceeded"); n == 0 {
+		t.Fatal("CreateVolume was not throttled; the test means nothing")
+	}
+	if named := namedVolumes(env)["pvc-throttled"]; len(named) != 1 {
+		t.Fatalf("volumes named pvc-throttled: %v, want exactly one", named)
+	}
+}
+
+// TestCreateSnapshotFailedIsNotReplaced: a snapshot that failed after it
+// was made is reported, not replaced under another ID (the caller may hold
+// the first ID); once deleted, a new one is made.
+func TestCreateSnapshotFailedIsNotReplaced(t *testing.T) {
+	t.Parallel()
+	c, env := start(t, emulatortest.Options{Faults: faults.Config{
+		AsyncFailures: []faults.AsyncFailureRule{{Action: "CreateSnapshot", Probability: 1, Count: 1}},
+	}})
+	vol := mustCreate(t, c, "pvc-f", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
+	time.Sleep(testConfig().VisibilityTimeout) // past a new controller's wait for its predecessor
+	first, err := c.CreateSnapshot(testContext(t), "snap-f", vol.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateSnapshot(testContext(t), "snap-f", vol.ID, nil); !errors.Is(err, ErrUnexpected) || !strings.Contains(err.Error(), first.ID) {
+		t.Fatalf("asked again after the snapshot failed: %v, want ErrUnexpected naming %s", err, first.ID)
+	}
+	if n := env.Calls("CreateSnapshot"); n != 1 {
+		t.Fatalf("%d CreateSnapshot requests: the failed snapshot was replaced", n)
+	}
+	if err := c.DeleteSnapshot(testContext(t), first.ID); err != nil {
+		t.Fatal(err)
+	}
+	var again *Snapshot
+	for ctx := testContext(t); ; time.Sleep(50 * time.Millisecond) {
+		if again, err = c.CreateSnapshot(ctx, "snap-f", vol.ID, nil); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil || again.ID == first.ID {
+		t.Fatalf("after the failed snapshot was deleted: %v, %v", again, err)
 	}
 }

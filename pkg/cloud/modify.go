@@ -39,9 +39,6 @@ func (c *ec2Cloud) ModifyVolume(ctx context.Context, volumeID string, mod Volume
 	for {
 		vol, err := c.modifyOnce(ctx, volumeID, mod)
 		if !errors.Is(err, errMaybeApplied) {
-			if err == nil {
-				c.sends.forget(modifySendKey(volumeID))
-			}
 			return vol, err
 		}
 		klog.InfoS("ModifyVolume failed and may have been applied; reading the volume's modification before asking again",
@@ -118,9 +115,8 @@ func (c *ec2Cloud) modifyOnce(ctx context.Context, volumeID string, mod VolumeMo
 	}
 	klog.V(2).InfoS("Modifying volume", "volumeID", volumeID, "sizeGiB", mod.SizeGiB, "type", mod.Type,
 		"iops", mod.IOPS, "throughput", mod.Throughput)
-	sent := time.Now()
 	out, err := c.ec2.ModifyVolume(ctx, in, c.retry.use(opModifyVolume))
-	c.sends.record(key, sent, err)
+	c.sends.record(key, err)
 	if err != nil {
 		if refused(err) || ctx.Err() != nil {
 			return nil, classify(opModifyVolume, err)

@@ -8,8 +8,8 @@ import (
 )
 
 // sendLog remembers, by the controller's own monotonic clock, when this
-// process started and when it last sent a request that may have made a
-// resource a later lookup has to find: a volume for a name, a snapshot for
+// process started and when a request it sent that may have made a
+// resource last ended a later lookup has to find: a volume for a name, a snapshot for
 // a name, a modification of a volume. EC2's reads are eventually
 // consistent, so until VisibilityTimeout after such a request a lookup that
 // finds nothing proves nothing; before that, a retry must not make the
@@ -17,8 +17,11 @@ import (
 // or a leader change) are unknown, so for what they may have made the
 // process's own start stands in as the time of the last request.
 //
-// No timestamp from EC2 is ever compared with this clock: EC2's clock may
-// run ahead or behind by minutes.
+// A record stays for the whole window even after the request succeeded:
+// knowing a snapshot was made does not make the next lookup show it, and a
+// retry (the snapshotter asks again until the snapshot is ready) must not
+// take that lookup for proof there is none. No timestamp from EC2 is ever
+// compared with this clock: EC2's clock may run ahead or behind by minutes.
 type sendLog struct {
 	window  time.Duration
 	started time.Time
@@ -31,9 +34,10 @@ func newSendLog(window time.Duration) *sendLog {
 	return &sendLog{window: window, started: time.Now(), sent: map[string]time.Time{}}
 }
 
-// record notes that a request for key, sent at sent, may have been
-// applied: anything but a refusal (see refused).
-func (l *sendLog) record(key string, sent time.Time, err error) {
+// record notes that a request for key just ended, unless EC2 refused it
+// (see refused): it may have been applied at any moment until now, so its
+// resource may not show in EC2's reads until the window after now.
+func (l *sendLog) record(key string, err error) {
 	if err != nil && refused(err) {
 		return
 	}
@@ -45,16 +49,7 @@ func (l *sendLog) record(key string, sent time.Time, err error) {
 			delete(l.sent, k)
 		}
 	}
-	if sent.After(l.sent[key]) {
-		l.sent[key] = sent
-	}
-}
-
-// forget drops key once what its requests made is known.
-func (l *sendLog) forget(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.sent, key)
+	l.sent[key] = now
 }
 
 // unsettled is how long until a lookup for key can be trusted to show what

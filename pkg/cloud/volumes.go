@@ -61,7 +61,6 @@ func (c *ec2Cloud) CreateVolume(ctx context.Context, name string, opts *CreateVo
 	vol, err = c.createWithTokens(ctx, req)
 	if err == nil {
 		c.tokens.done(name)
-		c.sends.forget(volumeSendKey(name))
 	}
 	return vol, err
 }
@@ -220,9 +219,9 @@ func (c *ec2Cloud) createWithTokens(ctx context.Context, req *volumeRequest) (*V
 	for n := first; n < first+tokensPerCall; n++ {
 		klog.V(2).InfoS("Creating volume", "name", req.name, "clientToken", n, "type", req.volType,
 			"sizeGiB", req.opts.SizeGiB, "zone", req.zone+req.zoneID, "snapshotID", req.opts.SnapshotID, "sourceVolumeID", req.opts.SourceVolumeID)
-		sent := time.Now()
 		created, err := c.sendCreate(ctx, req, clientToken(req.name, n))
-		c.sends.record(key, sent, err)
+		answered := time.Now()
+		c.sends.record(key, err)
 		if errorCode(err) == codeIdempotentParameterMismatch {
 			vol, err := c.tokenRefused(ctx, req, n)
 			if err != nil || vol != nil {
@@ -233,7 +232,7 @@ func (c *ec2Cloud) createWithTokens(ctx context.Context, req *volumeRequest) (*V
 		if err != nil {
 			return nil, err
 		}
-		vol, err := c.waitVolumeAvailable(ctx, created.ID, sent)
+		vol, err := c.waitVolumeAvailable(ctx, created.ID, answered)
 		if errors.Is(err, errVolumeLost) {
 			return nil, c.volumeFailed(ctx, req, n, vol, err)
 		}
@@ -354,7 +353,7 @@ func (c *ec2Cloud) sendCreate(ctx context.Context, req *volumeRequest, token str
 // waitVolumeAvailable polls until the volume is available (in-use counts:
 // it is still the volume asked for). A volume in "error", being deleted, or
 // missing from DescribeVolumes VisibilityTimeout after since (when the
-// request that returned it was sent, or it was last seen, by the
+// request that returned it was answered, or it was last seen, by the
 // controller's clock: never EC2's timestamps, whose clock may be off by
 // minutes) is errVolumeLost; the last volume seen is returned with that
 // error.
