@@ -16,7 +16,7 @@ LDFLAGS     := -s -w \
 export CGO_ENABLED := 0
 TEST_FLAGS  ?= -count=1 -timeout=45m
 
-.PHONY: all build build-windows test fuzz verify clean deps
+.PHONY: all build build-windows test fuzz verify clean deps chaos
 
 all: build
 
@@ -57,6 +57,14 @@ verify:
 	$(GO) tool staticcheck -tags e2e ./tests/e2e/...
 	$(GO) vet -tags e2e_install ./tests/e2e/install/...
 	$(GO) tool staticcheck -tags e2e_install ./tests/e2e/install/...
+	$(GO) vet -tags chaos ./tests/chaos/...
+	$(GO) tool staticcheck -tags chaos ./tests/chaos/...
+
+## chaos: volume lifecycles through the real controller, SIGKILLed at random, under EC2's faults, then an audit of the emulator (tests/chaos; CHAOS_PROFILE=full, or ci for CI's reduced run)
+CHAOS_PROFILE ?= full
+chaos: build
+	DISKPLANE_BINARY=$(CURDIR)/$(BIN)/diskplane CHAOS_PROFILE=$(CHAOS_PROFILE) CHAOS_LOG_DIR=$(CURDIR)/$(OUTPUT)/chaos \
+		CGO_ENABLED=1 $(GO) test -race -tags chaos -count=1 -timeout=45m -v ./tests/chaos/...
 
 clean:
 	rm -rf $(OUTPUT)

@@ -73,6 +73,10 @@ type Options struct {
 	Faults faults.Config
 	// RequireIMDSToken makes IMDS refuse IMDSv1 requests.
 	RequireIMDSToken bool
+	// InMemory keeps the state in memory only, as --data-dir= does: every
+	// change costs no disk write (long runs with many changes), and
+	// Restart starts from an empty cloud. Not with Devices.
+	InMemory bool
 }
 
 // Env is a running emulator for one test.
@@ -84,7 +88,8 @@ type Env struct {
 	IMDSURL string
 	// AdminURL serves /metrics, /faults, /volumes …
 	AdminURL string
-	// DataDir holds the saved state (and the volume images with Devices).
+	// DataDir holds the saved state (and the volume images with Devices);
+	// empty with Options.InMemory.
 	DataDir string
 	// LinkDir holds the by-id links of attached volumes (with Devices).
 	LinkDir string
@@ -99,7 +104,13 @@ func Start(t testing.TB, opts Options) *Env {
 	if opts.Devices {
 		testutil.RequireRoot(t)
 	}
-	env := &Env{DataDir: t.TempDir(), LinkDir: opts.LinkDir}
+	if opts.InMemory && opts.Devices {
+		t.Fatal("emulatortest: InMemory keeps no volume images; it cannot have Devices")
+	}
+	env := &Env{LinkDir: opts.LinkDir}
+	if !opts.InMemory {
+		env.DataDir = t.TempDir()
+	}
 	if opts.Devices && env.LinkDir == "" {
 		env.LinkDir = filepath.Join(t.TempDir(), "by-id")
 		if err := os.MkdirAll(env.LinkDir, 0o755); err != nil {
