@@ -48,9 +48,10 @@ func toVolume(v types.Volume) *Volume {
 	}
 	for _, a := range v.Attachments {
 		vol.Attachments = append(vol.Attachments, Attachment{
-			InstanceID: aws.ToString(a.InstanceId),
-			DevicePath: aws.ToString(a.Device),
-			State:      string(a.State),
+			InstanceID:          aws.ToString(a.InstanceId),
+			DevicePath:          aws.ToString(a.Device),
+			State:               string(a.State),
+			DeleteOnTermination: aws.ToBool(a.DeleteOnTermination),
 		})
 	}
 	return vol

@@ -33,7 +33,7 @@ func TestAttachUnderClockSkew(t *testing.T) {
 				Faults:    faults.Config{ClockSkew: faults.Duration(skew)},
 			})
 			vol := mustCreate(t, c, "pvc-skew", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
-			if _, err := c.AttachVolume(testContext(t), vol.ID, env.LocalInstance().ID); err != nil {
+			if _, err := c.AttachVolume(testContext(t), vol.ID, env.LocalInstance().ID, AttachOptions{}); err != nil {
 				t.Fatalf("AttachVolume: %v", err)
 			}
 			if n := env.Calls("DetachVolume"); n != 0 {

@@ -25,9 +25,9 @@ func modifySendKey(volumeID string) string { return "modify/" + volumeID }
 
 // ModifyVolume changes a volume's size, type, IOPS or throughput and waits
 // until EC2 says "optimizing" (the volume already has its new settings) or
-// "completed". Asking for what the volume already is, or is already
-// becoming, sends nothing: EC2 would count it against the volume's few
-// modifications a day. A modification in progress towards other settings is
+// "completed". A size is a minimum (volumes only grow). Asking for what the
+// volume already is, or is already becoming, sends nothing: EC2 would count
+// it against the volume's few modifications a day. A modification in progress towards other settings is
 // ErrConflict, since EC2 takes one at a time. ModifyVolume has no
 // ClientToken, so it is never repeated blindly: after a failure that may
 // have been applied, and while this process's last request for the volume
@@ -87,7 +87,8 @@ func (c *ec2Cloud) modifyOnce(ctx context.Context, volumeID string, mod VolumeMo
 		applyTargets(vol, latest)
 	}
 	if mod.SizeGiB != 0 && mod.SizeGiB < vol.SizeGiB {
-		return nil, fmt.Errorf("volume %s is %d GiB; it cannot shrink to %d GiB: %w", volumeID, vol.SizeGiB, mod.SizeGiB, ErrInvalidArgument)
+		// A size is a minimum: the volume is, or is becoming, larger.
+		mod.SizeGiB = 0
 	}
 	if !changes(vol, mod) {
 		if hasLatest && state == modificationModifying {

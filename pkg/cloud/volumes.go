@@ -440,14 +440,11 @@ func (c *ec2Cloud) volumesNamed(ctx context.Context, name string) ([]*Volume, er
 	return vols, nil
 }
 
-// ListVolumes returns one page of volumes.
+// ListVolumes returns one page of the account's volumes.
 func (c *ec2Cloud) ListVolumes(ctx context.Context, opts ListOptions) (*VolumePage, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	in := &ec2.DescribeVolumesInput{}
-	if opts.TagKey != "" {
-		in.Filters = []types.Filter{{Name: aws.String("tag-key"), Values: []string{opts.TagKey}}}
-	}
 	items, next, err := listPage(opts.NextToken, opts.MaxResults, describeVolumesPageMax,
 		func(token *string, size *int32) ([]types.Volume, *string, error) {
 			in.NextToken, in.MaxResults = token, size

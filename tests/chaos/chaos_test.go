@@ -195,8 +195,9 @@ func TestChaos(t *testing.T) {
 	for range p.workers {
 		wg.Go(func() {
 			for n := range work {
-				l := lifecycle{n: n, name: fmt.Sprintf("pvc-chaos-%04d", n), node: instances[n%len(instances)], zone: env.Zone(),
-					snapshot: n%2 == 0, modify: n%3 == 0}
+				l := lifecycle{n: n, name: fmt.Sprintf("pvc-chaos-%04d", n), zone: env.Zone(),
+					node: instances[n%len(instances)], other: instances[(n+1)%len(instances)],
+					snapshot: n%2 == 0, modify: n%3 == 0 && n%5 != 1, multiAttach: n%5 == 1}
 				results[n] = l.run(t.Context(), sc)
 				done.Add(1)
 			}

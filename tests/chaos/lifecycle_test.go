@@ -22,14 +22,17 @@ const GiB = int64(1) << 30
 // the CSI sidecars drive it: provision (external-provisioner), attach
 // (external-attacher), a snapshot until it is ready (external-snapshotter),
 // a resize and a VolumeAttributesClass change (external-resizer, both at
-// once), detach, and the deletes.
+// once), detach, and the deletes. A multi-attach one is an io2 volume made
+// for multi-node block access but published to one node (SINGLE_NODE_WRITER):
+// while it is attached there, a publish to another node must be refused.
 type lifecycle struct {
-	n        int
-	name     string
-	node     string
-	zone     string
-	snapshot bool
-	modify   bool
+	n           int
+	name        string
+	node, other string
+	zone        string
+	snapshot    bool
+	modify      bool
+	multiAttach bool
 }
 
 // result is what one lifecycle did and saw.
@@ -127,14 +130,23 @@ func (l lifecycle) run(ctx context.Context, s *sidecar) result {
 		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "ext4"}},
 		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
 	}
+	create, params, size := mount, map[string]string{"type": "gp3"}, GiB
+	if l.multiAttach {
+		block := func(mode csi.VolumeCapability_AccessMode_Mode) *csi.VolumeCapability {
+			return &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
+				AccessMode: &csi.VolumeCapability_AccessMode{Mode: mode}}
+		}
+		create, mount = block(csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER), block(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
+		params, size = map[string]string{"type": "io2", "iops": "400"}, 4*GiB
+	}
 	topology := &csi.TopologyRequirement{
 		Requisite: []*csi.Topology{{Segments: map[string]string{"topology.kubernetes.io/zone": l.zone}}},
 		Preferred: []*csi.Topology{{Segments: map[string]string{"topology.kubernetes.io/zone": l.zone}}},
 	}
 	err := s.until(ctx, "CreateVolume", func(ctx context.Context) (bool, error) {
 		resp, err := s.client.CreateVolume(ctx, &csi.CreateVolumeRequest{
-			Name: l.name, CapacityRange: &csi.CapacityRange{RequiredBytes: GiB},
-			VolumeCapabilities: []*csi.VolumeCapability{mount}, Parameters: map[string]string{"type": "gp3"},
+			Name: l.name, CapacityRange: &csi.CapacityRange{RequiredBytes: size},
+			VolumeCapabilities: []*csi.VolumeCapability{create}, Parameters: params,
 			AccessibilityRequirements: topology,
 		})
 		if err == nil {
@@ -153,6 +165,27 @@ func (l lifecycle) run(ctx context.Context, s *sidecar) result {
 	})
 	if err != nil {
 		return fail(err)
+	}
+	if l.multiAttach {
+		// Asked until the controller decides: refused (as it must be), or
+		// published (a second node for a single-node volume).
+		twice := false
+		err = s.until(ctx, "ControllerPublishVolume to a second node", func(ctx context.Context) (bool, error) {
+			_, err := s.client.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{
+				VolumeId: r.volumeID, NodeId: l.other, VolumeCapability: mount,
+			})
+			twice = err == nil
+			if status.Code(err) == codes.FailedPrecondition {
+				return true, nil
+			}
+			return err == nil, err
+		})
+		if err == nil && twice {
+			err = fmt.Errorf("volume %s, published to %s for one node, was published to %s too", r.volumeID, l.node, l.other)
+		}
+		if err != nil {
+			return fail(err)
+		}
 	}
 	if l.snapshot {
 		err = s.until(ctx, "CreateSnapshot", func(ctx context.Context) (bool, error) {

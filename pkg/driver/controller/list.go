@@ -6,22 +6,25 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/diskplane/diskplane/pkg/cloud"
-	"github.com/diskplane/diskplane/pkg/driver/parameters"
 )
 
-// ListVolumes lists the volumes this driver created (those carrying its
-// cluster tag), page by page, with the nodes each is attached to. Volumes
-// being deleted are left out: for Kubernetes they are already gone.
+// ListVolumes lists the account's volumes, page by page, with the nodes
+// each is attached to: every volume a PersistentVolume may name, not only
+// those this driver created (static and migrated volumes carry no cluster
+// tag). The external-attacher compares the list with its
+// VolumeAttachments and attaches again every attached volume it does not
+// find, at every resync. Volumes being deleted are left out (for
+// Kubernetes they are already gone), and so are the volumes an instance was
+// launched with (its root volume), which no PersistentVolume names.
 func (s *Service) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
-	tagKey := parameters.ClusterTagKey(s.driverName)
 	fetch := func(ctx context.Context, token string, size int32) ([]*cloud.Volume, string, error) {
-		page, err := s.cloud.ListVolumes(ctx, cloud.ListOptions{MaxResults: size, NextToken: token, TagKey: tagKey})
+		page, err := s.cloud.ListVolumes(ctx, cloud.ListOptions{MaxResults: size, NextToken: token})
 		if err != nil {
 			return nil, "", err
 		}
 		vols := make([]*cloud.Volume, 0, len(page.Volumes))
 		for _, v := range page.Volumes {
-			if v.State != stateDeleting && v.State != stateDeleted {
+			if v.State != stateDeleting && v.State != stateDeleted && !launchedWithInstance(v) {
 				vols = append(vols, v)
 			}
 		}
@@ -39,6 +42,18 @@ func (s *Service) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) 
 		})
 	}
 	return resp, nil
+}
+
+// launchedWithInstance reports whether a volume came with the instance it
+// is attached to: EC2 deletes such a volume with its instance, which it
+// never does for one attached later.
+func launchedWithInstance(v *cloud.Volume) bool {
+	for _, a := range v.Attachments {
+		if a.DeleteOnTermination {
+			return true
+		}
+	}
+	return false
 }
 
 // ControllerGetVolume describes one volume and the nodes it is attached to.
