@@ -132,7 +132,7 @@ e2e-external: build
 
 .PHONY: e2e-helm e2e-kustomize
 
-## e2e-helm: helm install into the local cluster (node with the startup taint), then tests/e2e, helm upgrade under a mounted volume, helm uninstall leaving nothing
+## e2e-helm: helm install into the local cluster (node with the startup taint), then tests/e2e, helm upgrade under a mounted volume, leader failover, claims under chaos (E2E_CHAOS=full|ci), helm uninstall leaving nothing
 e2e-helm: build
 	E2E_FLAGS='$(E2E_FLAGS)' hack/e2e/incluster.sh helm
 
