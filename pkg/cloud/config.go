@@ -62,10 +62,13 @@ type Config struct {
 	// began is detached and reported as an error, so the next retry starts
 	// clean instead of waiting forever (default 90s).
 	AttachStuckTimeout time.Duration
-	// VolumeVisibilityTimeout is how long after its creation a volume may be
-	// missing from DescribeVolumes (EC2 is eventually consistent) before it
-	// is taken to be gone (default 2m).
-	VolumeVisibilityTimeout time.Duration
+	// VisibilityTimeout bounds EC2's eventual consistency: how long after
+	// the request that made it a volume, snapshot or modification may be
+	// missing from EC2's reads (default 2m). A volume still missing that long
+	// after CreateVolume was sent is taken to be gone; until that long after
+	// a request that may have made something, a lookup that finds nothing
+	// does not allow making it again. Measured by the controller's clock.
+	VisibilityTimeout time.Duration
 	// MaxRetryBackoff caps the pause between retries of one EC2 call
 	// (default 10s). The number of retries is bounded only by the context.
 	MaxRetryBackoff time.Duration
@@ -83,6 +86,10 @@ type Config struct {
 	DeviceNameRejectionTTL time.Duration
 }
 
+// DefaultVisibilityTimeout is Config.VisibilityTimeout's default: EC2's
+// reads usually catch up within seconds; two minutes covers its slow days.
+const DefaultVisibilityTimeout = 2 * time.Minute
+
 // withDefaults fills the zero fields.
 func (c Config) withDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
@@ -96,7 +103,7 @@ func (c Config) withDefaults() Config {
 	def(&c.PollGrid, 100*time.Millisecond)
 	def(&c.PollMaxInterval, 5*time.Second)
 	def(&c.AttachStuckTimeout, 90*time.Second)
-	def(&c.VolumeVisibilityTimeout, 2*time.Minute)
+	def(&c.VisibilityTimeout, DefaultVisibilityTimeout)
 	def(&c.MaxRetryBackoff, 10*time.Second)
 	def(&c.DefaultTimeout, 5*time.Minute)
 	def(&c.HealthCheckInterval, time.Minute)
@@ -116,6 +123,8 @@ type ec2Cloud struct {
 	lookups *lookups
 	// latencies learns how long EC2's state changes take (waitTransition).
 	latencies *latencies
+	sends     *sendLog
+	tokens    *tokenHints
 	zones     cached[[]Zone]
 	health    cached[struct{}]
 }
@@ -183,6 +192,8 @@ func NewFromAWSConfig(awsCfg aws.Config, cfg Config) (Cloud, error) {
 		retry:     retry,
 		devices:   devicenames.NewAllocator(cfg.DeviceNameRejectionTTL),
 		latencies: newLatencies(),
+		sends:     newSendLog(cfg.VisibilityTimeout),
+		tokens:    newTokenHints(),
 		zones:     cached[[]Zone]{ttl: cfg.ZoneCacheTTL},
 		health:    cached[struct{}]{ttl: cfg.HealthCheckInterval},
 	}

@@ -59,7 +59,7 @@ type Service struct {
 	params     *parameters.Parser
 	driverName string
 	inFlight   inflight.Set
-	modifier   *coalescer.Coalescer[string, modifyRequest, *cloud.Volume]
+	modifier   *coalescer.Coalescer[string, modifyRequest, *modifyOutcome]
 }
 
 // New builds the Controller service over a cloud. Call Close when done.

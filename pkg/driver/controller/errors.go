@@ -19,7 +19,8 @@ import (
 // or attachment limit ResourceExhausted, a volume busy elsewhere
 // FailedPrecondition, IAM refusing a call PermissionDenied, work the cloud
 // goes on with after the caller's deadline DeadlineExceeded, and a cloud
-// that keeps failing Unavailable (the sidecars retry both).
+// that keeps failing, or cannot answer safely yet, Unavailable (the
+// sidecars retry both, and the provisioner does not take either as final).
 var cloudCodes = []struct {
 	err  error
 	code codes.Code
@@ -33,6 +34,7 @@ var cloudCodes = []struct {
 	{cloud.ErrInUse, codes.FailedPrecondition},
 	{cloud.ErrConflict, codes.FailedPrecondition},
 	{cloud.ErrPermissionDenied, codes.PermissionDenied},
+	{cloud.ErrRetryLater, codes.Unavailable},
 	{cloud.ErrInProgress, codes.DeadlineExceeded},
 	{cloud.ErrUnavailable, codes.Unavailable},
 }

@@ -10,7 +10,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/diskplane/diskplane/pkg/cloud"
-	"github.com/diskplane/diskplane/pkg/driver/parameters"
 	"github.com/diskplane/diskplane/pkg/driver/volumehealth"
 	"github.com/diskplane/diskplane/pkg/health"
 )
@@ -180,7 +179,7 @@ func (s *Service) ControllerGetVolumeHealth(ctx context.Context, req *csi.Contro
 	return &csi.ControllerGetVolumeHealthResponse{VolumeHealth: volumehealth.VolumeHealth(v.ID, reports[v.ID])}, nil
 }
 
-// ControllerListVolumeHealth lists the driver's volumes that have something
+// ControllerListVolumeHealth lists the volumes ListVolumes lists that have something
 // wrong (CSI 1.13), page by page like ListVolumes; healthy volumes are left
 // out, so a page may hold fewer entries than asked for, or none, and still
 // have a next token.
@@ -202,17 +201,17 @@ func (s *Service) ControllerListVolumeHealth(ctx context.Context, req *csi.Contr
 	return resp, nil
 }
 
-// fetchVolumes reads one cloud page of the volumes this driver created
-// (those carrying its cluster tag), leaving out volumes being deleted: for
-// Kubernetes they are already gone.
+// fetchVolumes reads one cloud page of the volumes a PersistentVolume may
+// name (see ListVolumes), leaving out volumes being deleted (for Kubernetes
+// they are already gone) and those an instance was launched with.
 func (s *Service) fetchVolumes(ctx context.Context, token string, size int32) ([]*cloud.Volume, string, error) {
-	page, err := s.cloud.ListVolumes(ctx, cloud.ListOptions{MaxResults: size, NextToken: token, TagKey: parameters.ClusterTagKey(s.driverName)})
+	page, err := s.cloud.ListVolumes(ctx, cloud.ListOptions{MaxResults: size, NextToken: token})
 	if err != nil {
 		return nil, "", err
 	}
 	vols := make([]*cloud.Volume, 0, len(page.Volumes))
 	for _, v := range page.Volumes {
-		if v.State != stateDeleting && v.State != stateDeleted {
+		if v.State != stateDeleting && v.State != stateDeleted && !launchedWithInstance(v) {
 			vols = append(vols, v)
 		}
 	}

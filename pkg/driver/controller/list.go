@@ -9,10 +9,16 @@ import (
 	"github.com/diskplane/diskplane/pkg/driver/volumehealth"
 )
 
-// ListVolumes lists the volumes this driver created (those carrying its
-// cluster tag), page by page, with the nodes each is attached to and its
-// condition from EC2's view (one DescribeVolumeStatus call per page).
-// Volumes being deleted are left out: for Kubernetes they are already gone.
+// ListVolumes lists the account's volumes, page by page, with the nodes
+// each is attached to: every volume a PersistentVolume may name, not only
+// those this driver created (static and migrated volumes carry no cluster
+// tag). The external-attacher compares the list with its
+// VolumeAttachments and attaches again every attached volume it does not
+// find, at every resync. Volumes being deleted are left out (for
+// Kubernetes they are already gone), and so are the volumes an instance was
+// launched with (its root volume), which no PersistentVolume names. Each
+// entry carries its condition from EC2's view (one DescribeVolumeStatus
+// call per page).
 func (s *Service) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
 	vols, next, err := paginate(ctx, "volumes", req.GetStartingToken(), req.GetMaxEntries(), s.fetchVolumes)
 	if err != nil {
@@ -26,6 +32,18 @@ func (s *Service) ListVolumes(ctx context.Context, req *csi.ListVolumesRequest) 
 		resp.Entries = append(resp.Entries, &csi.ListVolumesResponse_Entry{Volume: csiVolume(v), Status: st})
 	}
 	return resp, nil
+}
+
+// launchedWithInstance reports whether a volume came with the instance it
+// is attached to: EC2 deletes such a volume with its instance, which it
+// never does for one attached later.
+func launchedWithInstance(v *cloud.Volume) bool {
+	for _, a := range v.Attachments {
+		if a.DeleteOnTermination {
+			return true
+		}
+	}
+	return false
 }
 
 // ControllerGetVolume describes one volume, the nodes it is attached to and

@@ -34,6 +34,7 @@ const (
 	PathVolumes       = "/volumes"
 	PathSnapshots     = "/snapshots"
 	PathInstances     = "/instances"
+	PathAudit         = "/audit"
 	contentTypeJSON   = "application/json"
 	headerContentType = "Content-Type"
 )
@@ -62,6 +63,9 @@ func NewHandler(cloud *model.Cloud, f *faults.Faults, g prometheus.Gatherer) htt
 	})
 	mux.HandleFunc("GET "+PathInstances, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, nonNil(cloud.Instances()))
+	})
+	mux.HandleFunc("GET "+PathAudit, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, cloud.Audit())
 	})
 	return mux
 }

@@ -294,6 +294,7 @@ type snapshotXML struct {
 	SnapshotID  string  `xml:"snapshotId"`
 	VolumeID    string  `xml:"volumeId"`
 	Status      string  `xml:"status"`
+	Message     string  `xml:"statusMessage,omitempty"`
 	StartTime   string  `xml:"startTime"`
 	Progress    string  `xml:"progress"`
 	OwnerID     string  `xml:"ownerId"`
@@ -311,7 +312,7 @@ func snapshotOut(s model.Snapshot) snapshotXML {
 		SnapshotID: s.ID, VolumeID: s.VolumeID, Status: string(s.State), StartTime: ts(s.StartTime),
 		Progress: strconv.Itoa(s.Progress) + "%", OwnerID: s.OwnerID, VolumeSize: s.VolumeSize,
 		Description: s.Description, Encrypted: s.Encrypted, KmsKeyID: s.KmsKeyID, StorageTier: "standard",
-		Tags: tagsXML(s.Tags),
+		Tags: tagsXML(s.Tags), Message: s.StateMessage,
 	}
 	if !s.Completion.IsZero() {
 		out.Completion = ts(s.Completion)

@@ -77,6 +77,10 @@ type Options struct {
 	// private temporary directory. A test whose volumes must fail their
 	// I/O (the admin API's device faults) puts it on ext4.
 	DataDir string
+	// InMemory keeps the state in memory only, as --data-dir= does: every
+	// change costs no disk write (long runs with many changes), and
+	// Restart starts from an empty cloud. Not with Devices or DataDir.
+	InMemory bool
 }
 
 // Env is a running emulator for one test.
@@ -88,7 +92,8 @@ type Env struct {
 	IMDSURL string
 	// AdminURL serves /metrics, /faults, /volumes …
 	AdminURL string
-	// DataDir holds the saved state (and the volume images with Devices).
+	// DataDir holds the saved state (and the volume images with Devices);
+	// empty with Options.InMemory.
 	DataDir string
 	// LinkDir holds the by-id links of attached volumes (with Devices).
 	LinkDir string
@@ -103,8 +108,11 @@ func Start(t testing.TB, opts Options) *Env {
 	if opts.Devices {
 		testutil.RequireRoot(t)
 	}
+	if opts.InMemory && (opts.Devices || opts.DataDir != "") {
+		t.Fatal("emulatortest: InMemory keeps no state or volume images; it cannot have Devices or a DataDir")
+	}
 	env := &Env{DataDir: opts.DataDir, LinkDir: opts.LinkDir}
-	if env.DataDir == "" {
+	if env.DataDir == "" && !opts.InMemory {
 		env.DataDir = testutil.TempDir(t)
 	}
 	if opts.Devices && env.LinkDir == "" {

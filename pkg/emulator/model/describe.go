@@ -23,7 +23,7 @@ var instancePaging = pageRules{param: "instanceId", min: 5, max: 1000}
 // DescribeInstances lists instances with their block-device mappings.
 func (c *Cloud) DescribeInstances(q Query) (Page[InstanceView], error) {
 	var page Page[InstanceView]
-	err := c.do(func(time.Time) error {
+	err := c.do(func(now time.Time) error {
 		size, e := checkPaging(q, instancePaging)
 		if e != nil {
 			return e
@@ -49,10 +49,11 @@ func (c *Cloud) DescribeInstances(q Query) (Page[InstanceView], error) {
 				ins = append(ins, in)
 			}
 		}
+		w := c.readWorld(now, q.Lag)
 		items := make([]InstanceView, 0, len(ins))
 		for _, in := range ins {
 			z, _ := findZone(c.cfg.Zones, in.Zone)
-			items = append(items, InstanceView{Instance: cloneInstance(in), ZoneID: z.ID, BlockDevices: c.instanceAttachments(in.ID)})
+			items = append(items, InstanceView{Instance: cloneInstance(in), ZoneID: z.ID, BlockDevices: w.instanceAttachments(in.ID)})
 		}
 		items, e = filterItems(items, q.Filters, instanceField, func(v InstanceView) map[string]string { return v.Tags })
 		if e != nil {
@@ -242,7 +243,7 @@ func (c *Cloud) DescribeVolumeStatus(q Query) (Page[VolumeStatus], error) {
 		if e != nil {
 			return e
 		}
-		vols, e := c.selectVolumes(Query{IDs: q.IDs, Hide: q.Hide}, now)
+		vols, e := c.selectVolumes(Query{IDs: q.IDs, Hide: q.Hide, Lag: q.Lag}, now)
 		if e != nil {
 			return e
 		}
