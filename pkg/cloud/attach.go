@@ -45,10 +45,10 @@ func (c *ec2Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string
 		case attachmentAttaching:
 			// Begun by an earlier attempt: its stuck window runs from now.
 			klog.V(4).InfoS("Attachment already under way; waiting for it", "volumeID", volumeID, "instanceID", instanceID)
-			return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), time.Now(), opts.Shared)
+			return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), time.Time{}, time.Now(), opts.Shared)
 		case attachmentDetaching:
 			// An earlier detach is still running; attach again once it is done.
-			if err := c.waitDetached(ctx, volumeID, instanceID); err != nil {
+			if err := c.waitDetached(ctx, volumeID, instanceID, time.Time{}); err != nil {
 				return "", err
 			}
 		}
@@ -104,13 +104,13 @@ func (c *ec2Cloud) attachAs(ctx context.Context, volumeID, instanceID string, le
 			}
 			return "", classify(opAttachVolume, err)
 		}
-		return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), start, shared)
+		return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), time.Time{}, start, shared)
 	}
 	device := lease.Name
 	if d := aws.ToString(out.Device); d != "" {
 		device = d
 	}
-	device, err = c.waitAttached(ctx, volumeID, instanceID, device, start, shared)
+	device, err = c.waitAttached(ctx, volumeID, instanceID, device, start, start, shared)
 	if errors.Is(err, errAttachStuck) {
 		// The guest may still hold the name; let later attaches try others.
 		c.devices.Reject(instanceID, lease.Name)
@@ -121,15 +121,17 @@ func (c *ec2Cloud) attachAs(ctx context.Context, volumeID, instanceID string, le
 // errAttachStuck marks an attachment that stayed "attaching" too long.
 var errAttachStuck = errors.New("attachment stuck")
 
-// waitAttached polls until the volume's attachment to the instance is
-// "attached". An attachment still "attaching" AttachStuckTimeout after
-// started (when this process sent AttachVolume, or first saw the
-// attachment under way, by its own clock: EC2's attach time may be off by
-// minutes) is detached, and the call fails, so that the next attempt
-// starts clean rather than waiting on an attachment that will not complete
-// (the classic cause is a device name the guest still holds).
-func (c *ec2Cloud) waitAttached(ctx context.Context, volumeID, instanceID, device string, started time.Time, shared bool) (string, error) {
-	err := c.poll(ctx, func(ctx context.Context) (bool, string, error) {
+// waitAttached waits until the volume's attachment to the instance is
+// "attached", from sent when this process sent the AttachVolume that began
+// it (zero when it found the attachment under way; see waitTransition). An
+// attachment still "attaching" AttachStuckTimeout after started (when this
+// process sent AttachVolume, or first saw the attachment under way, by its
+// own clock: EC2's attach time may be off by minutes) is detached, and the
+// call fails, so that the next attempt starts clean rather than waiting on
+// an attachment that will not complete (the classic cause is a device name
+// the guest still holds).
+func (c *ec2Cloud) waitAttached(ctx context.Context, volumeID, instanceID, device string, sent, started time.Time, shared bool) (string, error) {
+	err := c.waitTransition(ctx, transitionAttach, sent, func(ctx context.Context) (bool, string, error) {
 		raw, err := c.describeVolume(ctx, volumeID)
 		if err != nil {
 			return false, "", err
@@ -189,6 +191,7 @@ func (c *ec2Cloud) DetachVolume(ctx context.Context, volumeID, instanceID string
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	klog.V(2).InfoS("Detaching volume", "volumeID", volumeID, "instanceID", instanceID)
+	sent := time.Now()
 	_, err := c.ec2.DetachVolume(ctx, &ec2.DetachVolumeInput{
 		VolumeId: aws.String(volumeID), InstanceId: aws.String(instanceID),
 	}, c.retry.use(opDetachVolume))
@@ -204,21 +207,24 @@ func (c *ec2Cloud) DetachVolume(ctx context.Context, volumeID, instanceID string
 			if a, ok := rawAttachmentTo(raw, instanceID); !ok || string(a.State) == attachmentDetached {
 				return fmt.Errorf("volume %s is not attached to instance %s: %w: %w", volumeID, instanceID, ErrNotFound, classify(opDetachVolume, err))
 			}
+			sent = time.Time{} // an earlier detach is running: not timed here
 		default:
 			return classify(opDetachVolume, err)
 		}
 	}
-	if err := c.waitDetached(ctx, volumeID, instanceID); err != nil {
+	if err := c.waitDetached(ctx, volumeID, instanceID, sent); err != nil {
 		return err
 	}
 	klog.V(2).InfoS("Volume detached", "volumeID", volumeID, "instanceID", instanceID)
 	return nil
 }
 
-// waitDetached polls until the volume has no attachment to the instance. A
-// volume that is gone is detached too.
-func (c *ec2Cloud) waitDetached(ctx context.Context, volumeID, instanceID string) error {
-	return c.poll(ctx, func(ctx context.Context) (bool, string, error) {
+// waitDetached waits until the volume has no attachment to the instance,
+// from sent when this process sent the DetachVolume (zero when it found the
+// detach under way; see waitTransition). A volume that is gone is detached
+// too.
+func (c *ec2Cloud) waitDetached(ctx context.Context, volumeID, instanceID string, sent time.Time) error {
+	return c.waitTransition(ctx, transitionDetach, sent, func(ctx context.Context) (bool, string, error) {
 		raw, err := c.describeVolume(ctx, volumeID)
 		if errors.Is(err, ErrNotFound) {
 			return true, "", nil

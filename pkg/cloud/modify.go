@@ -93,7 +93,7 @@ func (c *ec2Cloud) modifyOnce(ctx context.Context, volumeID string, mod VolumeMo
 	if !changes(vol, mod) {
 		if hasLatest && state == modificationModifying {
 			klog.V(4).InfoS("Modification to these settings in progress; waiting for it", "volumeID", volumeID)
-			return vol, c.waitModified(ctx, volumeID, aws.ToTime(latest.StartTime))
+			return vol, c.waitModified(ctx, volumeID, aws.ToTime(latest.StartTime), time.Time{})
 		}
 		return vol, nil
 	}
@@ -116,6 +116,7 @@ func (c *ec2Cloud) modifyOnce(ctx context.Context, volumeID string, mod VolumeMo
 	}
 	klog.V(2).InfoS("Modifying volume", "volumeID", volumeID, "sizeGiB", mod.SizeGiB, "type", mod.Type,
 		"iops", mod.IOPS, "throughput", mod.Throughput)
+	sent := time.Now()
 	out, err := c.ec2.ModifyVolume(ctx, in, c.retry.use(opModifyVolume))
 	c.sends.record(key, err)
 	if err != nil {
@@ -129,7 +130,7 @@ func (c *ec2Cloud) modifyOnce(ctx context.Context, volumeID string, mod VolumeMo
 		applyTargets(vol, *out.VolumeModification)
 		started = aws.ToTime(out.VolumeModification.StartTime)
 	}
-	if err := c.waitModified(ctx, volumeID, started); err != nil {
+	if err := c.waitModified(ctx, volumeID, started, sent); err != nil {
 		return nil, err
 	}
 	klog.V(2).InfoS("Volume modified", "volumeID", volumeID, "sizeGiB", vol.SizeGiB, "type", vol.Type, "iops", vol.IOPS, "throughput", vol.Throughput)
@@ -179,12 +180,14 @@ func describeTargets(v *Volume) string {
 	return fmt.Sprintf("%d GiB %s, %d IOPS, %d MiB/s", v.SizeGiB, v.Type, v.IOPS, v.Throughput)
 }
 
-// waitModified polls until the volume's modification that started at
+// waitModified waits until the volume's modification that started at
 // started (EC2's clock; zero when unknown) or later is optimizing or
-// completed. Older modifications are ignored: right after ModifyVolume, EC2
-// may still show the previous one.
-func (c *ec2Cloud) waitModified(ctx context.Context, volumeID string, started time.Time) error {
-	return c.poll(ctx, func(ctx context.Context) (bool, string, error) {
+// completed, from sent when this process sent the ModifyVolume (zero when
+// it found the modification under way; see waitTransition). Older
+// modifications are ignored: right after ModifyVolume, EC2 may still show
+// the previous one.
+func (c *ec2Cloud) waitModified(ctx context.Context, volumeID string, started, sent time.Time) error {
+	return c.waitTransition(ctx, transitionModify, sent, func(ctx context.Context) (bool, string, error) {
 		m, err := c.describeModification(ctx, volumeID)
 		if errors.Is(err, ErrNotFound) {
 			return false, fmt.Sprintf("modification of volume %s is not visible yet", volumeID), nil

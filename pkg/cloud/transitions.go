@@ -13,11 +13,10 @@ type transition string
 
 // The state changes the cloud layer waits for.
 const (
-	transitionCreate   transition = "create"   // creating → available
-	transitionAttach   transition = "attach"   // attaching → attached
-	transitionDetach   transition = "detach"   // detaching → detached
-	transitionModify   transition = "modify"   // modifying → optimizing
-	transitionSnapshot transition = "snapshot" // pending → completed
+	transitionCreate transition = "create" // creating → available
+	transitionAttach transition = "attach" // attaching → attached
+	transitionDetach transition = "detach" // detaching → detached
+	transitionModify transition = "modify" // modifying → optimizing
 )
 
 // latencySamples is how many recent waits of a kind the estimate is made
@@ -56,11 +55,12 @@ func (l *latencies) expected(kind transition) (time.Duration, bool) {
 // observe records a wait that saw the change done at doneAt after the
 // request, having seen it not done at notDoneAt (zero when the first look
 // found it done). The change happened in between; the midpoint is the
-// sample. When the first look already found it done, the sample is a fifth
-// earlier than that look, so that the estimate keeps probing downwards
-// instead of settling on a look that was merely late enough.
-func (l *latencies) observe(kind transition, notDoneAt, doneAt time.Duration) {
-	sample := doneAt * 4 / 5
+// sample. When the first look already found it done, the sample is half a
+// probe step earlier than that look, so that the estimate keeps probing
+// downwards (and follows EC2 when it speeds up) instead of settling on a
+// look that was merely late enough.
+func (l *latencies) observe(kind transition, notDoneAt, doneAt, probe time.Duration) {
+	sample := doneAt - probe/2
 	if notDoneAt > 0 {
 		sample = (notDoneAt + doneAt) / 2
 	}
@@ -73,24 +73,36 @@ func (l *latencies) observe(kind transition, notDoneAt, doneAt time.Duration) {
 	l.samples[kind] = s
 }
 
-// waitTransition waits, like poll, until check reports done, for a state
-// change of kind that a request sent at sent set off. Its first look is
+// waitTransition waits until check reports done, for a state change of
+// kind that a request this process sent at sent set off. Its first look is
 // when changes of that kind recently took (or after PollInterval when none
-// was seen yet), the later ones PollInterval apart and then half as long
-// again each time, up to PollMaxInterval; every look is aligned to
+// was seen yet); when that look finds the change not done, the next is a
+// PollGrid later, the ones after PollInterval apart and then half as long
+// again each time, up to PollMaxInterval. Every look is aligned to
 // PollGrid, so concurrent waits look together and share a batched call.
-// What it sees teaches the estimate.
+// What it sees teaches the estimate. A zero sent means the change was found
+// under way, begun by a request this process did not time: the wait looks
+// at once, as poll does, and learns nothing, since it cannot tell how long
+// the change took.
 func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent time.Time, check pollCheck) error {
-	first := c.cfg.PollInterval
-	if d, ok := c.latencies.expected(kind); ok {
-		first = d
+	learn := !sent.IsZero()
+	next := time.Now()
+	// due: the first look is when the change is expected; when it is not
+	// done then, it is imminent, and the second look follows a grid step
+	// later instead of a poll step.
+	due := false
+	if learn {
+		first := c.cfg.PollInterval
+		if d, ok := c.latencies.expected(kind); ok {
+			first, due = d, true
+		}
+		next = alignUp(sent.Add(first), c.cfg.PollGrid)
 	}
-	next := sent.Add(first)
 	pause := c.cfg.PollInterval
 	var notDoneAt time.Duration
 	status := "not looked at yet"
 	for {
-		if err := sleepUntil(ctx, alignUp(next, c.cfg.PollGrid)); err != nil {
+		if err := sleepUntil(ctx, next); err != nil {
 			return stillInProgress(ctx, status)
 		}
 		done, s, err := check(ctx)
@@ -105,12 +117,18 @@ func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent tim
 			return err
 		}
 		if done {
-			c.latencies.observe(kind, notDoneAt, at)
+			if learn {
+				c.latencies.observe(kind, notDoneAt, at, c.cfg.PollGrid)
+			}
 			return nil
 		}
+		if due && notDoneAt == 0 {
+			next = alignUp(time.Now().Add(c.cfg.PollGrid), c.cfg.PollGrid)
+		} else {
+			next = alignUp(time.Now().Add(pause), c.cfg.PollGrid)
+			pause = min(pause+pause/2, c.cfg.PollMaxInterval)
+		}
 		notDoneAt = at
-		next = time.Now().Add(pause)
-		pause = min(pause+pause/2, c.cfg.PollMaxInterval)
 	}
 }
 

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
+	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
 func TestLatenciesLearn(t *testing.T) {
@@ -13,13 +16,13 @@ func TestLatenciesLearn(t *testing.T) {
 		t.Fatal("an estimate before any wait")
 	}
 	// Looks at 1.9 s (not yet) and 2.1 s (done): the change was in between.
-	l.observe(transitionAttach, 1900*time.Millisecond, 2100*time.Millisecond)
+	l.observe(transitionAttach, 1900*time.Millisecond, 2100*time.Millisecond, time.Second)
 	if d, _ := l.expected(transitionAttach); d != 2*time.Second {
 		t.Fatalf("estimate %v, want the midpoint 2s", d)
 	}
-	// A first look that found it done says only "no later than": probe below.
-	l.observe(transitionAttach, 0, 2500*time.Millisecond)
-	l.observe(transitionAttach, 0, 2500*time.Millisecond)
+	// A first look that found it done says only "no later than": probe half a step below.
+	l.observe(transitionAttach, 0, 2500*time.Millisecond, time.Second)
+	l.observe(transitionAttach, 0, 2500*time.Millisecond, time.Second)
 	if d, _ := l.expected(transitionAttach); d != 2*time.Second {
 		t.Fatalf("estimate %v, want 2s (the median of 2s, 2s, 2s)", d)
 	}
@@ -27,7 +30,7 @@ func TestLatenciesLearn(t *testing.T) {
 		t.Fatal("kinds share estimates")
 	}
 	for range 2 * latencySamples {
-		l.observe(transitionCreate, 900*time.Millisecond, 1100*time.Millisecond)
+		l.observe(transitionCreate, 900*time.Millisecond, 1100*time.Millisecond, time.Second)
 	}
 	if n := len(l.samples[transitionCreate]); n != latencySamples {
 		t.Fatalf("%d samples kept, want %d", n, latencySamples)
@@ -54,10 +57,11 @@ func TestAlignUp(t *testing.T) {
 }
 
 // TestWaitTransitionLooksWhenDue: a wait for a change of a known latency
-// looks first when it is due, not at once, and learns from what it sees.
+// looks first when it is due, not at once, then a grid step later when the
+// change is not done yet, and learns from what it sees.
 func TestWaitTransitionLooksWhenDue(t *testing.T) {
-	c := &ec2Cloud{cfg: Config{PollInterval: 20 * time.Millisecond, PollMaxInterval: 40 * time.Millisecond, PollGrid: time.Millisecond}, latencies: newLatencies()}
-	c.latencies.observe(transitionDetach, 290*time.Millisecond, 310*time.Millisecond)
+	c := &ec2Cloud{cfg: Config{PollInterval: 200 * time.Millisecond, PollMaxInterval: 400 * time.Millisecond, PollGrid: time.Millisecond}, latencies: newLatencies()}
+	c.latencies.observe(transitionDetach, 290*time.Millisecond, 310*time.Millisecond, time.Millisecond)
 	sent := time.Now()
 	var looks []time.Duration
 	err := c.waitTransition(context.Background(), transitionDetach, sent, func(context.Context) (bool, string, error) {
@@ -70,6 +74,9 @@ func TestWaitTransitionLooksWhenDue(t *testing.T) {
 	if looks[0] < 300*time.Millisecond {
 		t.Fatalf("first look after %v, want none before the expected 300ms", looks[0])
 	}
+	if gap := looks[1] - looks[0]; gap >= 100*time.Millisecond {
+		t.Fatalf("second look %v after the first that was due, want a grid step (1ms), not a poll step (200ms)", gap)
+	}
 	if len(c.latencies.samples[transitionDetach]) != 2 {
 		t.Fatal("the wait taught nothing")
 	}
@@ -78,5 +85,46 @@ func TestWaitTransitionLooksWhenDue(t *testing.T) {
 	err = c.waitTransition(ctx, transitionAttach, time.Now(), func(context.Context) (bool, string, error) { return false, "attaching", nil })
 	if !errors.Is(err, ErrInProgress) {
 		t.Fatalf("a wait cut short = %v, want ErrInProgress", err)
+	}
+}
+
+// TestWaitsLookWhenTheChangeIsDue: once the cloud layer has seen how long
+// EC2 takes to create, attach and detach, the next volume's waits look when
+// each change is due instead of every poll step, so its lifecycle costs
+// fewer DescribeVolumes calls than the first one's.
+func TestWaitsLookWhenTheChangeIsDue(t *testing.T) {
+	t.Parallel()
+	const latency = 400 * time.Millisecond
+	env := emulatortest.Start(t, emulatortest.Options{
+		Instances: []model.InstanceSpec{{ID: "i-0000000000000000a", Type: "m7i.large", Zone: "us-east-1a", Local: true}},
+		Latencies: model.Latencies{VolumeCreate: latency, Attach: latency, Detach: latency},
+	})
+	cfg := testConfig()
+	cfg.PollGrid = 50 * time.Millisecond
+	c := newCloud(t, env, cfg)
+	lifecycle := func(name string) int {
+		before := env.Calls("DescribeVolumes")
+		ctx := testContext(t)
+		v := mustCreate(t, c, name, &CreateVolumeOptions{SizeGiB: 1, Zone: "us-east-1a"})
+		if _, err := c.AttachVolume(ctx, v.ID, "i-0000000000000000a", AttachOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.DetachVolume(ctx, v.ID, "i-0000000000000000a"); err != nil {
+			t.Fatal(err)
+		}
+		return env.Calls("DescribeVolumes") - before
+	}
+	first := lifecycle("first")
+	for _, kind := range []transition{transitionCreate, transitionAttach, transitionDetach} {
+		if d, ok := c.latencies.expected(kind); !ok || d < latency/2 {
+			t.Fatalf("%s: estimate %v (%v) after a %v change", kind, d, ok, latency)
+		}
+	}
+	second := lifecycle("second")
+	t.Logf("DescribeVolumes calls: %d, then %d", first, second)
+	// The first lifecycle's waits look every 50 ms from the start (about 8
+	// looks each); the second's look about once each.
+	if second > first-6 {
+		t.Fatalf("DescribeVolumes calls: %d for the first lifecycle, %d for the second; want at least 6 fewer", first, second)
 	}
 }

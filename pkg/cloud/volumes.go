@@ -195,7 +195,7 @@ func (c *ec2Cloud) existingVolume(ctx context.Context, req *volumeRequest) (*Vol
 			continue
 		}
 		klog.V(4).InfoS("Volume with this name exists", "name", req.name, "volumeID", v.ID, "state", v.State)
-		vol, err := c.waitVolumeAvailable(ctx, v.ID, time.Now())
+		vol, err := c.waitVolumeAvailable(ctx, v.ID, time.Time{}, time.Now())
 		if errors.Is(err, errVolumeLost) {
 			continue
 		}
@@ -219,6 +219,7 @@ func (c *ec2Cloud) createWithTokens(ctx context.Context, req *volumeRequest) (*V
 	for n := first; n < first+tokensPerCall; n++ {
 		klog.V(2).InfoS("Creating volume", "name", req.name, "clientToken", n, "type", req.volType,
 			"sizeGiB", req.opts.SizeGiB, "zone", req.zone+req.zoneID, "snapshotID", req.opts.SnapshotID, "sourceVolumeID", req.opts.SourceVolumeID)
+		sent := time.Now()
 		created, err := c.sendCreate(ctx, req, clientToken(req.name, n))
 		answered := time.Now()
 		c.sends.record(key, err)
@@ -232,7 +233,7 @@ func (c *ec2Cloud) createWithTokens(ctx context.Context, req *volumeRequest) (*V
 		if err != nil {
 			return nil, err
 		}
-		vol, err := c.waitVolumeAvailable(ctx, created.ID, answered)
+		vol, err := c.waitVolumeAvailable(ctx, created.ID, sent, answered)
 		if errors.Is(err, errVolumeLost) {
 			return nil, c.volumeFailed(ctx, req, n, vol, err)
 		}
@@ -350,16 +351,18 @@ func (c *ec2Cloud) sendCreate(ctx context.Context, req *volumeRequest, token str
 	}), nil
 }
 
-// waitVolumeAvailable polls until the volume is available (in-use counts:
-// it is still the volume asked for). A volume in "error", being deleted, or
+// waitVolumeAvailable waits until the volume is available (in-use counts:
+// it is still the volume asked for), from sent when this process sent the
+// CreateVolume (zero when it found the volume being created; see
+// waitTransition). A volume in "error", being deleted, or
 // missing from DescribeVolumes VisibilityTimeout after since (when the
 // request that returned it was answered, or it was last seen, by the
 // controller's clock: never EC2's timestamps, whose clock may be off by
 // minutes) is errVolumeLost; the last volume seen is returned with that
 // error.
-func (c *ec2Cloud) waitVolumeAvailable(ctx context.Context, id string, since time.Time) (*Volume, error) {
+func (c *ec2Cloud) waitVolumeAvailable(ctx context.Context, id string, sent, since time.Time) (*Volume, error) {
 	var vol *Volume
-	err := c.poll(ctx, func(ctx context.Context) (bool, string, error) {
+	err := c.waitTransition(ctx, transitionCreate, sent, func(ctx context.Context) (bool, string, error) {
 		v, err := c.describeVolume(ctx, id)
 		if errors.Is(err, ErrNotFound) {
 			if waited := time.Since(since); waited > c.cfg.VisibilityTimeout {

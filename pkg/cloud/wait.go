@@ -11,34 +11,13 @@ import (
 // is reached; status says what it saw, for the error when time runs out.
 type pollCheck func(ctx context.Context) (done bool, status string, err error)
 
-// poll calls check until it reports done or fails. Between calls it pauses,
-// first for PollInterval and then half as long again each time, up to
-// PollMaxInterval: most state changes take a second or two, and the lookups
-// are batched, so polling is cheap. When ctx ends first, the error wraps
+// poll calls check until it reports done or fails, looking at once and
+// then as waitTransition does after a look that found it not done: for
+// waits that no request of this process timed (a change found under way, a
+// snapshot, EC2's reads catching up). When ctx ends first, the error wraps
 // ErrInProgress and ctx's error and says what the last check saw.
 func (c *ec2Cloud) poll(ctx context.Context, check pollCheck) error {
-	pause := c.cfg.PollInterval
-	status := "not looked at yet"
-	for {
-		done, s, err := check(ctx)
-		if s != "" {
-			status = s
-		}
-		if ctx.Err() != nil {
-			return stillInProgress(ctx, status)
-		}
-		if err != nil || done {
-			return err
-		}
-		timer := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return stillInProgress(ctx, status)
-		case <-timer.C:
-		}
-		pause = min(pause+pause/2, c.cfg.PollMaxInterval)
-	}
+	return c.waitTransition(ctx, "", time.Time{}, check)
 }
 
 // stillInProgress is the error of a wait cut short by its context.
