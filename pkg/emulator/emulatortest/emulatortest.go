@@ -39,7 +39,9 @@ import (
 	"github.com/diskplane/diskplane/pkg/cloud/sdkhttp"
 	"github.com/diskplane/diskplane/pkg/emulator"
 	"github.com/diskplane/diskplane/pkg/emulator/faults"
+	"github.com/diskplane/diskplane/pkg/emulator/iam"
 	"github.com/diskplane/diskplane/pkg/emulator/imds"
+	"github.com/diskplane/diskplane/pkg/emulator/kms"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 	"github.com/diskplane/diskplane/pkg/testutil"
 )
@@ -73,6 +75,11 @@ type Options struct {
 	Faults faults.Config
 	// RequireIMDSToken makes IMDS refuse IMDSv1 requests.
 	RequireIMDSToken bool
+	// IAM declares OIDC providers, roles and access keys for the STS and
+	// KMS that answer at EC2URL too; change them later with Env.IAM().
+	IAM iam.Config
+	// KMS declares keys; an encrypted volume's KmsKeyId must name one.
+	KMS kms.Config
 }
 
 // Env is a running emulator for one test.
@@ -120,6 +127,8 @@ func Start(t testing.TB, opts Options) *Env {
 		LinkDir: env.LinkDir,
 		Faults:  opts.Faults,
 		IMDS:    imds.Options{RequireToken: opts.RequireIMDSToken},
+		IAM:     opts.IAM,
+		KMS:     opts.KMS,
 	}
 	env.start(t)
 	serve := func(pick func(*emulator.Emulator) http.Handler) *httptest.Server {
@@ -190,6 +199,20 @@ func (env *Env) CallsWithCode(action, code string) int {
 	return env.current.Load().Metrics.Count(action, code)
 }
 
+// IAM is the running emulator's identities (OIDC providers, roles, access
+// keys and the sessions STS issued).
+func (env *Env) IAM() *iam.Store { return env.current.Load().IAM }
+
+// Keys is the running emulator's KMS keys.
+func (env *Env) Keys() *kms.Store { return env.current.Load().Keys }
+
+// ServiceCalls counts the STS or KMS requests of action ("sts",
+// "AssumeRoleWithWebIdentity"; "kms", "Decrypt") the running emulator
+// answered with code; an empty code counts every outcome.
+func (env *Env) ServiceCalls(service, action, code string) int {
+	return env.current.Load().Services.Count(service, action, code)
+}
+
 // LocalInstance is the instance the test's host plays.
 func (env *Env) LocalInstance() model.Instance {
 	in, _, _ := env.Cloud().LocalInstance()
@@ -227,6 +250,8 @@ func HTTPClient() *http.Client {
 func (env *Env) Environ() map[string]string {
 	return map[string]string{
 		"AWS_ENDPOINT_URL_EC2":              env.EC2URL,
+		"AWS_ENDPOINT_URL_STS":              env.EC2URL,
+		"AWS_ENDPOINT_URL_KMS":              env.EC2URL,
 		"AWS_EC2_METADATA_SERVICE_ENDPOINT": env.IMDSURL,
 		"AWS_REGION":                        env.Region(),
 		"AWS_ACCESS_KEY_ID":                 "AKIDEMULATOR",
