@@ -68,6 +68,9 @@ type UnwrapRequest struct {
 	// Ciphertext is the wrapped key, VolumeID the volume it is bound to.
 	Ciphertext []byte
 	VolumeID   string
+	// Region is where to call STS and KMS when KeyID is not an ARN (which
+	// names its region): the node's own; empty means the configuration's.
+	Region string
 }
 
 // Unwrapper is what a node asks of STS and KMS to unlock a volume for one

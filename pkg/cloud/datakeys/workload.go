@@ -37,7 +37,11 @@ func NewUnwrapper(cfg aws.Config) Unwrapper {
 }
 
 func (u *workloadUnwrapper) Unwrap(ctx context.Context, r UnwrapRequest) ([]byte, error) {
-	region := regionOf(r.KeyID, u.cfg.Region)
+	fallback := r.Region
+	if fallback == "" {
+		fallback = u.cfg.Region
+	}
+	region := regionOf(r.KeyID, fallback)
 	if region == "" {
 		return nil, fmt.Errorf("%w: no region for KMS key %s: give the key's ARN in the StorageClass", ErrInvalidArgument, r.KeyID)
 	}
