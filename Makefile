@@ -55,6 +55,12 @@ test-vm:
 	hack/vm/test.sh
 	hack/vm/nvme.sh
 
+## test-vm-identity: as root, holding the cluster lock: workload identity with real tokens of the local
+## cluster (brought up when it is not running) in the node VM: hack/vm/identity.sh. Take the cluster down after
+.PHONY: test-vm-identity
+test-vm-identity:
+	hack/vm/identity.sh
+
 ## fuzz: run each fuzz target briefly (FUZZTIME each); the seed corpora also run in `make test`
 FUZZTIME ?= 20s
 FUZZ_TARGETS := ./pkg/driver/parameters:FuzzVolumeParameters ./pkg/driver/parameters:FuzzTagTemplate

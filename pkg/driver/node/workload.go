@@ -157,7 +157,7 @@ func (s *Service) unlockForPublish(ctx context.Context, req *csi.NodePublishVolu
 		"role", key.RoleARN, "tokenFrom", tokenSource(tok))
 
 	if err := s.openUnlocked(ctx, req, plain); err != nil {
-		return false, nil, err
+		return false, nil, unlockedContext(err, who, tok)
 	}
 	return false, func() {
 		s.unlocks.authorize(pub, staging, authorization{digest: digest, expires: tok.Expiration, readOnly: readOnly})
@@ -321,10 +321,18 @@ func (t tokenIdentity) sessionName(volumeID string) string {
 	return name[:min(len(name), 64)]
 }
 
-// tokenSource says, for the log, where the kubelet put the token.
+// tokenSource says where the kubelet put the token.
 func tokenSource(t volumecontext.ServiceAccountToken) string {
 	if t.InSecrets {
 		return "secrets"
 	}
 	return "volume context"
+}
+
+// unlockedContext adds to an error that came after STS and KMS authorised
+// the publication who it was authorised for and where the kubelet put the
+// token, for the event on the pod: the unlock itself went through.
+func unlockedContext(err error, who tokenIdentity, tok volumecontext.ServiceAccountToken) error {
+	st := status.Convert(err)
+	return status.Errorf(st.Code(), "%s (the key was unlocked for %s, its token from the request's %s)", st.Message(), who.subject, tokenSource(tok))
 }

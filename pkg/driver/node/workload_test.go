@@ -481,3 +481,16 @@ func TestSessionName(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorsAfterTheUnlockSayWhoUnlocked: a failure after STS and KMS
+// authorised the pod names its service account and where the token was.
+func TestErrorsAfterTheUnlockSayWhoUnlocked(t *testing.T) {
+	r := newWorkloadRig(t)
+	r.f.failOn["FormatAndMount"] = fmt.Errorf("mkfs failed")
+	err := r.publish(target, podToken("shop", "db-0", "db"), false)
+	wantCode(t, err, codes.Internal)
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "mkfs failed") ||
+		!strings.Contains(msg, "unlocked for system:serviceaccount:shop:db, its token from the request's volume context") {
+		t.Fatalf("message %q", msg)
+	}
+}
