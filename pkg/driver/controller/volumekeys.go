@@ -83,7 +83,7 @@ func (s *Service) checkVolumeKey(ctx context.Context, key parameters.NodeEncrypt
 		from, fromVolume = &source.wrapped, source.volumeID
 	}
 	if err := s.keys.Check(ctx, key.KMSKeyID, from, fromVolume, dryRunVolumeID); err != nil {
-		return nil, keyError(err, "KMS key %s", key.KMSKeyID)
+		return nil, failed(err, "KMS key %s", key.KMSKeyID)
 	}
 	return source, nil
 }
@@ -143,7 +143,7 @@ func (s *Service) volumeKeyContext(ctx context.Context, vol *cloud.Volume, key p
 			w, err = s.keys.Generate(ctx, key.KMSKeyID, vol.ID)
 		}
 		if err != nil {
-			return nil, keyError(err, "wrap the LUKS key of volume %s", vol.ID)
+			return nil, failed(err, "wrap the LUKS key of volume %s", vol.ID)
 		}
 		tags, err := s.wrappedKeyTags(w, vol.ID)
 		if err != nil {
@@ -226,35 +226,6 @@ func (s *Service) wrappedFromTags(tags map[string]string) (datakeys.Wrapped, boo
 		return datakeys.Wrapped{}, false, fmt.Errorf("its tags %s… hold no readable wrapped LUKS key (edited by hand?)", s.tagKey(tagWrappedKey))
 	}
 	return datakeys.Wrapped{KeyARN: keyARN, Ciphertext: ciphertext}, true, nil
-}
-
-// keyCodes says which gRPC code each datakeys error becomes for the
-// controller: a key this controller may not use is PermissionDenied, a
-// disabled one or a source whose key is not its own FailedPrecondition, a
-// missing one or a malformed parameter InvalidArgument (the StorageClass
-// names it), and KMS failing Unavailable.
-var keyCodes = []struct {
-	err  error
-	code codes.Code
-}{
-	{datakeys.ErrAccessDenied, codes.PermissionDenied},
-	{datakeys.ErrKeyDisabled, codes.FailedPrecondition},
-	{datakeys.ErrWrongVolume, codes.FailedPrecondition},
-	{datakeys.ErrKeyNotFound, codes.InvalidArgument},
-	{datakeys.ErrInvalidArgument, codes.InvalidArgument},
-	{datakeys.ErrUnavailable, codes.Unavailable},
-}
-
-// keyError turns a datakeys error into a status with what was being done.
-func keyError(err error, format string, args ...any) error {
-	code := codes.Internal
-	for _, m := range keyCodes {
-		if errors.Is(err, m.err) {
-			code = m.code
-			break
-		}
-	}
-	return status.Errorf(code, "%s: %v", fmt.Sprintf(format, args...), err)
 }
 
 // mergeMaps adds extra's entries to a copy of base (a volume context, tags).

@@ -3,6 +3,7 @@ package controller
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -268,5 +269,26 @@ func TestWrappedKeyTags(t *testing.T) {
 	damaged := map[string]string{testDriverName + "/luks-key": "!!" + base64.StdEncoding.EncodeToString(long[:3])}
 	if _, _, err := s.wrappedFromTags(damaged); err == nil || !strings.Contains(err.Error(), "no readable wrapped LUKS key") {
 		t.Fatalf("damaged tags: %v", err)
+	}
+}
+
+// TestKMSErrorCodes: what KMS answers the controller becomes the code the
+// provisioner acts on.
+func TestKMSErrorCodes(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want codes.Code
+	}{
+		{datakeys.ErrAccessDenied, codes.PermissionDenied},
+		{datakeys.ErrKeyDisabled, codes.FailedPrecondition},
+		{datakeys.ErrWrongVolume, codes.FailedPrecondition},
+		{datakeys.ErrKeyNotFound, codes.InvalidArgument},
+		{datakeys.ErrInvalidArgument, codes.InvalidArgument},
+		{datakeys.ErrUnavailable, codes.Unavailable},
+		{datakeys.ErrUnexpected, codes.Internal},
+	} {
+		if got := codeFor(fmt.Errorf("KMS GenerateDataKeyWithoutPlaintext: %w: …", tc.err)); got != tc.want {
+			t.Errorf("%v: %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

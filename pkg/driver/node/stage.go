@@ -21,7 +21,9 @@ import (
 // LUKS2 when blank) with the passphrase of the node-stage secret, and the
 // rest happens on the mapping. A plain block volume needs none of this: it
 // is bind-mounted straight from the device at publish time; an encrypted
-// one is staged by opening its mapping.
+// one is staged by opening its mapping. A volume whose key KMS wraps is only
+// verified: the kubelet passes the token that unlocks it to
+// NodePublishVolume alone, which does the rest (unlockForPublish).
 func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	volumeID, staging := req.GetVolumeId(), req.GetStagingTargetPath()
 	if err := checkVolumeID(volumeID); err != nil {
@@ -43,7 +45,9 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeR
 		return nil, err
 	}
 	if keyed {
-		return s.verifyForUnlock(ctx, req, block)
+		if err := checkUnlockable(req, block); err != nil {
+			return nil, err
+		}
 	}
 	if block && !encrypted {
 		return &csi.NodeStageVolumeResponse{}, nil
@@ -56,7 +60,7 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeR
 		}
 	}
 	var pass []byte
-	if encrypted {
+	if encrypted && !keyed {
 		if pass, err = stagePassphrase(volumeID, req.GetSecrets()); err != nil {
 			return nil, err
 		}
@@ -71,6 +75,10 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeR
 	device, err := s.findDevice(ctx, volumeID, req.GetPublishContext())
 	if err != nil {
 		return nil, err
+	}
+	if keyed {
+		klog.V(2).InfoS("Verified the device of a volume whose key is in KMS; each pod's publish unlocks it", "volumeID", volumeID, "device", device)
+		return &csi.NodeStageVolumeResponse{}, nil
 	}
 	if encrypted {
 		if device, err = s.openEncrypted(ctx, volumeID, device, mounter.LUKSKey{Secret: pass}, stageSecret); err != nil {

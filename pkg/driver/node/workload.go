@@ -73,32 +73,17 @@ func errNoBlockTokens(volumeID string) error {
 		volumecontext.NodeEncryptionKeySourceKey, volumecontext.KeySourceKMS)
 }
 
-// verifyForUnlock is NodeStageVolume for a volume whose key KMS wraps. The
-// kubelet passes no token to NodeStageVolume, so it cannot unlock the
-// volume: it checks the request and proves the volume's device is here and
-// is the volume, and NodePublishVolume unlocks and mounts it.
-func (s *Service) verifyForUnlock(ctx context.Context, req *csi.NodeStageVolumeRequest, block bool) (*csi.NodeStageVolumeResponse, error) {
-	volumeID := req.GetVolumeId()
+// checkUnlockable checks a NodeStageVolume request of a volume whose key
+// KMS wraps: raw block access is refused (no pod could unlock it), and the
+// key's entries must be in the volume context.
+func checkUnlockable(req *csi.NodeStageVolumeRequest, block bool) error {
 	if block {
-		return nil, errNoBlockTokens(volumeID)
-	}
-	if _, _, err := s.filesystemOf(req.GetVolumeCapability(), req.GetVolumeContext()); err != nil {
-		return nil, err
+		return errNoBlockTokens(req.GetVolumeId())
 	}
 	if _, err := volumecontext.KMSKeyOf(req.GetVolumeContext()); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "volume %s: %v", volumeID, err)
+		return status.Errorf(codes.InvalidArgument, "volume %s: %v", req.GetVolumeId(), err)
 	}
-	release, err := s.acquire(volumeID)
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	device, err := s.findDevice(ctx, volumeID, req.GetPublishContext())
-	if err != nil {
-		return nil, err
-	}
-	klog.V(2).InfoS("Verified the device of a volume whose key is in KMS; each pod's publish unlocks it", "volumeID", volumeID, "device", device)
-	return &csi.NodeStageVolumeResponse{}, nil
+	return nil
 }
 
 // unlockForPublish authorises one publication of a volume whose key KMS

@@ -71,8 +71,9 @@ func (s *Store) SetConfig(cfg Config) error {
 	return nil
 }
 
-// Error is a refusal with the AWS error code and HTTP status the service
-// answers it with.
+// Error is a refusal of the emulator's STS or KMS: the AWS error code (a
+// Query error's Code, a JSON error's __type), the message and the HTTP
+// status the service answers it with.
 type Error struct {
 	Code    string
 	Message string
@@ -81,7 +82,8 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
-func stsError(code string, status int, format string, args ...any) *Error {
+// Errorf builds an *Error with a formatted message.
+func Errorf(code string, status int, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Status: status}
 }
 
@@ -132,28 +134,28 @@ func (s *Store) AssumeRoleWithWebIdentity(in WebIdentityRequest) (*Session, erro
 	now := s.now()
 	switch {
 	case in.RoleARN == "" || in.SessionName == "" || in.Token == "":
-		return nil, stsError("MissingParameter", http.StatusBadRequest, "RoleArn, RoleSessionName and WebIdentityToken are required")
+		return nil, Errorf("MissingParameter", http.StatusBadRequest, "RoleArn, RoleSessionName and WebIdentityToken are required")
 	case !sessionNamePattern.MatchString(in.SessionName):
-		return nil, stsError("ValidationError", http.StatusBadRequest,
+		return nil, Errorf("ValidationError", http.StatusBadRequest,
 			"1 validation error detected: Value '%s' at 'roleSessionName' failed to satisfy constraint: Member must satisfy regular expression pattern: [\\w+=,.@-]* and have length 2 to 64", in.SessionName)
 	case len(in.Token) > maxTokenLength:
-		return nil, stsError("ValidationError", http.StatusBadRequest, "the web identity token is longer than %d characters", maxTokenLength)
+		return nil, Errorf("ValidationError", http.StatusBadRequest, "the web identity token is longer than %d characters", maxTokenLength)
 	}
 	tok, err := parseJWT(in.Token)
 	if err != nil {
-		return nil, stsError("InvalidIdentityToken", http.StatusBadRequest, "%v", err)
+		return nil, Errorf("InvalidIdentityToken", http.StatusBadRequest, "%v", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	provider, ok := s.providerLocked(tok.claims.Issuer)
 	if !ok {
-		return nil, stsError("InvalidIdentityToken", http.StatusBadRequest, "No OpenIDConnect provider found in your account for %s", tok.claims.Issuer)
+		return nil, Errorf("InvalidIdentityToken", http.StatusBadRequest, "No OpenIDConnect provider found in your account for %s", tok.claims.Issuer)
 	}
 	if err := tok.verify(provider.JWKS, now); err != nil {
 		if errors.Is(err, errTokenExpired) {
-			return nil, stsError("ExpiredTokenException", http.StatusBadRequest, "Token expired: %v", err)
+			return nil, Errorf("ExpiredTokenException", http.StatusBadRequest, "Token expired: %v", err)
 		}
-		return nil, stsError("InvalidIdentityToken", http.StatusBadRequest, "%v", err)
+		return nil, Errorf("InvalidIdentityToken", http.StatusBadRequest, "%v", err)
 	}
 	audience := ""
 	for _, a := range tok.claims.Audience {
@@ -163,7 +165,7 @@ func (s *Store) AssumeRoleWithWebIdentity(in WebIdentityRequest) (*Session, erro
 		}
 	}
 	if audience == "" {
-		return nil, stsError("InvalidIdentityToken", http.StatusBadRequest, "Incorrect token audience %q: the provider %s accepts %s",
+		return nil, Errorf("InvalidIdentityToken", http.StatusBadRequest, "Incorrect token audience %q: the provider %s accepts %s",
 			strings.Join(tok.claims.Audience, ","), provider.URL, strings.Join(provider.ClientIDs, ", "))
 	}
 	role, ok := s.roleLocked(in.RoleARN)
@@ -184,7 +186,7 @@ func (s *Store) AssumeRoleWithWebIdentity(in WebIdentityRequest) (*Session, erro
 	if !allowed {
 		// AWS says the same whether the role is missing or does not trust
 		// the caller, so a caller cannot probe which roles exist.
-		return nil, stsError("AccessDenied", http.StatusForbidden, "Not authorized to perform sts:AssumeRoleWithWebIdentity")
+		return nil, Errorf("AccessDenied", http.StatusForbidden, "Not authorized to perform sts:AssumeRoleWithWebIdentity")
 	}
 	duration := time.Duration(in.DurationSeconds) * time.Second
 	maxSession := defaultMaxSession
@@ -195,9 +197,9 @@ func (s *Store) AssumeRoleWithWebIdentity(in WebIdentityRequest) (*Session, erro
 	case in.DurationSeconds == 0:
 		duration = min(time.Hour, maxSession)
 	case duration < minSession:
-		return nil, stsError("ValidationError", http.StatusBadRequest, "DurationSeconds %d is below the minimum of 900", in.DurationSeconds)
+		return nil, Errorf("ValidationError", http.StatusBadRequest, "DurationSeconds %d is below the minimum of 900", in.DurationSeconds)
 	case duration > maxSession:
-		return nil, stsError("ValidationError", http.StatusBadRequest,
+		return nil, Errorf("ValidationError", http.StatusBadRequest,
 			"The requested DurationSeconds exceeds the MaxSessionDuration set for this role.")
 	}
 	roleID := roleID(in.RoleARN)

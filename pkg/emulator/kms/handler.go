@@ -17,7 +17,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -45,19 +44,6 @@ func IsRequest(r *http.Request) bool {
 	return strings.HasPrefix(r.Header.Get("X-Amz-Target"), TargetPrefix)
 }
 
-// apiError is a KMS error: its __type, message and HTTP status.
-type apiError struct {
-	Type    string
-	Message string
-	Status  int
-}
-
-func (e *apiError) Error() string { return e.Type + ": " + e.Message }
-
-func newError(typ string, status int, format string, args ...any) *apiError {
-	return &apiError{Type: typ, Message: fmt.Sprintf(format, args...), Status: status}
-}
-
 // handler is the KMS endpoint.
 type handler struct {
 	keys    *Store
@@ -74,7 +60,7 @@ func NewHandler(keys *Store, store *iam.Store, metrics *servicemetrics.Metrics) 
 
 // operation is one KMS operation: it decodes its own request and answers
 // with a JSON-encodable value.
-type operation func(h *handler, c iam.Caller, body []byte) (any, *apiError)
+type operation func(h *handler, c iam.Caller, body []byte) (any, *iam.Error)
 
 var operations = map[string]operation{
 	"CreateKey":                       (*handler).createKey,
@@ -94,12 +80,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.Header.Get("X-Amz-Target"), TargetPrefix)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
 	if err != nil {
-		h.fail(w, name, newError("ValidationException", http.StatusBadRequest, "the request body could not be read: %v", err))
+		h.fail(w, name, iam.Errorf("ValidationException", http.StatusBadRequest, "the request body could not be read: %v", err))
 		return
 	}
 	op, ok := operations[name]
 	if !ok || r.Method != http.MethodPost {
-		h.fail(w, name, newError("UnknownOperationException", http.StatusBadRequest, "the emulator's KMS does not answer %s", name))
+		h.fail(w, name, iam.Errorf("UnknownOperationException", http.StatusBadRequest, "the emulator's KMS does not answer %s", name))
 		return
 	}
 	caller, apiErr := authenticate(r, body, h.iam, h.keys.region, service, h.now())
@@ -114,7 +100,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
-		h.fail(w, name, newError("KMSInternalException", http.StatusInternalServerError, "encode the answer: %v", err))
+		h.fail(w, name, iam.Errorf("KMSInternalException", http.StatusInternalServerError, "encode the answer: %v", err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
@@ -126,24 +112,24 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // fail answers with KMS's JSON error. Messages never hold plaintext.
-func (h *handler) fail(w http.ResponseWriter, name string, e *apiError) {
-	b, _ := json.Marshal(map[string]string{"__type": e.Type, "message": e.Message})
+func (h *handler) fail(w http.ResponseWriter, name string, e *iam.Error) {
+	b, _ := json.Marshal(map[string]string{"__type": e.Code, "message": e.Message})
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	w.Header().Set("X-Amzn-Requestid", uuid.NewString())
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(b)
-	h.metrics.Observe(service, name, e.Type)
-	klog.V(2).InfoS("KMS request refused", "operation", name, "type", e.Type, "message", e.Message)
+	h.metrics.Observe(service, name, e.Code)
+	klog.V(2).InfoS("KMS request refused", "operation", name, "type", e.Code, "message", e.Message)
 }
 
 // decode reads a request document; unknown fields are ignored, as KMS
 // ignores fields newer SDKs send.
-func decode(body []byte, v any) *apiError {
+func decode(body []byte, v any) *iam.Error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		return newError("SerializationException", http.StatusBadRequest, "the request is not valid JSON for this operation: %v", err)
+		return iam.Errorf("SerializationException", http.StatusBadRequest, "the request is not valid JSON for this operation: %v", err)
 	}
 	return nil
 }
@@ -151,9 +137,9 @@ func decode(body []byte, v any) *apiError {
 // authorize finds a key and checks that its policy allows the caller
 // action on it with the encryption context ctx (its pairs are the
 // kms:EncryptionContext:<key> condition keys).
-func (h *handler) authorize(c iam.Caller, ref, action string, ctx map[string]string) (*key, *apiError) {
+func (h *handler) authorize(c iam.Caller, ref, action string, ctx map[string]string) (*key, *iam.Error) {
 	if ref == "" {
-		return nil, newError("ValidationException", http.StatusBadRequest, "1 validation error detected: Value null at 'keyId' failed to satisfy constraint: Member must not be null")
+		return nil, iam.Errorf("ValidationException", http.StatusBadRequest, "1 validation error detected: Value null at 'keyId' failed to satisfy constraint: Member must not be null")
 	}
 	h.keys.mu.Lock()
 	defer h.keys.mu.Unlock()
@@ -163,7 +149,7 @@ func (h *handler) authorize(c iam.Caller, ref, action string, ctx map[string]str
 		if strings.Contains(ref, "alias/") {
 			what = "Alias"
 		}
-		return nil, newError("NotFoundException", http.StatusBadRequest, "%s '%s' does not exist", what, ref)
+		return nil, iam.Errorf("NotFoundException", http.StatusBadRequest, "%s '%s' does not exist", what, ref)
 	}
 	conditions := map[string]string{"kms:CallerAccount": c.Account, "aws:PrincipalArn": c.PrincipalARN}
 	for key, value := range ctx {
@@ -171,33 +157,33 @@ func (h *handler) authorize(c iam.Caller, ref, action string, ctx map[string]str
 	}
 	arn := h.keys.arn(k.ID)
 	if !k.Policy.Allows(iam.Request{Principals: c.Principals, Account: c.Account, Action: action, Resource: arn, Context: conditions}) {
-		return nil, newError("AccessDeniedException", http.StatusBadRequest,
+		return nil, iam.Errorf("AccessDeniedException", http.StatusBadRequest,
 			"User: %s is not authorized to perform: %s on resource: %s because no resource-based policy allows the %s action", c.ARN, action, arn, action)
 	}
 	return k, nil
 }
 
 // requireEnabled refuses a cryptographic operation with a disabled key.
-func (h *handler) requireEnabled(k *key) *apiError {
+func (h *handler) requireEnabled(k *key) *iam.Error {
 	h.keys.mu.Lock()
 	defer h.keys.mu.Unlock()
 	if !k.Enabled {
-		return newError("DisabledException", http.StatusBadRequest, "%s is disabled.", h.keys.arn(k.ID))
+		return iam.Errorf("DisabledException", http.StatusBadRequest, "%s is disabled.", h.keys.arn(k.ID))
 	}
 	return nil
 }
 
 // checkAlgorithm accepts the one algorithm of symmetric keys.
-func checkAlgorithm(alg string) *apiError {
+func checkAlgorithm(alg string) *iam.Error {
 	if alg != "" && alg != "SYMMETRIC_DEFAULT" {
-		return newError("InvalidKeyUsageException", http.StatusBadRequest, "the algorithm %s is not valid for a symmetric key", alg)
+		return iam.Errorf("InvalidKeyUsageException", http.StatusBadRequest, "the algorithm %s is not valid for a symmetric key", alg)
 	}
 	return nil
 }
 
-func dryRun(on bool) *apiError {
+func dryRun(on bool) *iam.Error {
 	if on {
-		return newError("DryRunOperationException", http.StatusPreconditionFailed, "The request would have succeeded, but the DryRun option is set.")
+		return iam.Errorf("DryRunOperationException", http.StatusPreconditionFailed, "The request would have succeeded, but the DryRun option is set.")
 	}
 	return nil
 }
@@ -232,7 +218,7 @@ func (h *handler) metadata(k *key) keyMetadata {
 		EncryptionAlgorithms: []string{"SYMMETRIC_DEFAULT"}}
 }
 
-func (h *handler) createKey(c iam.Caller, body []byte) (any, *apiError) {
+func (h *handler) createKey(c iam.Caller, body []byte) (any, *iam.Error) {
 	var in struct {
 		Policy, Description, KeyUsage, KeySpec, CustomerMasterKeySpec, Origin string
 		MultiRegion                                                           bool
@@ -244,21 +230,21 @@ func (h *handler) createKey(c iam.Caller, body []byte) (any, *apiError) {
 	case in.KeyUsage != "" && in.KeyUsage != "ENCRYPT_DECRYPT",
 		in.KeySpec != "" && in.KeySpec != "SYMMETRIC_DEFAULT",
 		in.CustomerMasterKeySpec != "" && in.CustomerMasterKeySpec != "SYMMETRIC_DEFAULT":
-		return nil, newError("UnsupportedOperationException", http.StatusBadRequest, "the emulator's KMS makes symmetric encryption keys only (SYMMETRIC_DEFAULT, ENCRYPT_DECRYPT)")
+		return nil, iam.Errorf("UnsupportedOperationException", http.StatusBadRequest, "the emulator's KMS makes symmetric encryption keys only (SYMMETRIC_DEFAULT, ENCRYPT_DECRYPT)")
 	case in.Origin != "" && in.Origin != "AWS_KMS", in.MultiRegion:
-		return nil, newError("UnsupportedOperationException", http.StatusBadRequest, "the emulator's KMS makes single-region keys with AWS_KMS key material only")
+		return nil, iam.Errorf("UnsupportedOperationException", http.StatusBadRequest, "the emulator's KMS makes single-region keys with AWS_KMS key material only")
 	}
 	spec := KeySpec{Description: in.Description}
 	if in.Policy != "" {
 		p, err := iam.ParsePolicy([]byte(in.Policy))
 		if err != nil {
-			return nil, newError("MalformedPolicyDocumentException", http.StatusBadRequest, "%v", err)
+			return nil, iam.Errorf("MalformedPolicyDocumentException", http.StatusBadRequest, "%v", err)
 		}
 		spec.Policy = p
 	}
 	info, err := h.keys.Declare(spec)
 	if err != nil {
-		return nil, newError("KMSInternalException", http.StatusInternalServerError, "%v", err)
+		return nil, iam.Errorf("KMSInternalException", http.StatusInternalServerError, "%v", err)
 	}
 	klog.V(2).InfoS("KMS key created", "keyID", info.ID, "caller", c.ARN)
 	h.keys.mu.Lock()
@@ -271,7 +257,7 @@ type keyRequest struct {
 	KeyID string `json:"KeyId"`
 }
 
-func (h *handler) describeKey(c iam.Caller, body []byte) (any, *apiError) {
+func (h *handler) describeKey(c iam.Caller, body []byte) (any, *iam.Error) {
 	var in keyRequest
 	if err := decode(body, &in); err != nil {
 		return nil, err
@@ -294,28 +280,28 @@ type dataKeyRequest struct {
 
 // dataKey makes a random data key and seals it: the work of both
 // GenerateDataKey operations, which differ only in what they answer.
-func (h *handler) dataKey(c iam.Caller, body []byte, action string) (*key, []byte, []byte, *apiError) {
+func (h *handler) dataKey(c iam.Caller, body []byte, action string) (*key, []byte, []byte, *iam.Error) {
 	var in dataKeyRequest
 	if err := decode(body, &in); err != nil {
 		return nil, nil, nil, err
 	}
 	if len(in.Recipient) > 0 && string(in.Recipient) != "null" {
-		return nil, nil, nil, newError("UnsupportedOperationException", http.StatusBadRequest, "the emulator's KMS has no Nitro enclave recipients")
+		return nil, nil, nil, iam.Errorf("UnsupportedOperationException", http.StatusBadRequest, "the emulator's KMS has no Nitro enclave recipients")
 	}
 	size := 0
 	switch {
 	case in.KeySpec != "" && in.NumberOfBytes != 0:
-		return nil, nil, nil, newError("ValidationException", http.StatusBadRequest, "KeySpec and NumberOfBytes exclude each other")
+		return nil, nil, nil, iam.Errorf("ValidationException", http.StatusBadRequest, "KeySpec and NumberOfBytes exclude each other")
 	case in.KeySpec == "AES_256":
 		size = 32
 	case in.KeySpec == "AES_128":
 		size = 16
 	case in.KeySpec != "":
-		return nil, nil, nil, newError("ValidationException", http.StatusBadRequest, "KeySpec %q: want AES_256 or AES_128", in.KeySpec)
+		return nil, nil, nil, iam.Errorf("ValidationException", http.StatusBadRequest, "KeySpec %q: want AES_256 or AES_128", in.KeySpec)
 	case in.NumberOfBytes >= 1 && in.NumberOfBytes <= 1024:
 		size = in.NumberOfBytes
 	default:
-		return nil, nil, nil, newError("ValidationException", http.StatusBadRequest, "give KeySpec (AES_256, AES_128) or NumberOfBytes (1 to 1024)")
+		return nil, nil, nil, iam.Errorf("ValidationException", http.StatusBadRequest, "give KeySpec (AES_256, AES_128) or NumberOfBytes (1 to 1024)")
 	}
 	k, err := h.authorize(c, in.KeyID, action, in.EncryptionContext)
 	if err != nil {
@@ -329,16 +315,16 @@ func (h *handler) dataKey(c iam.Caller, body []byte, action string) (*key, []byt
 	}
 	plaintext := make([]byte, size)
 	if _, err := rand.Read(plaintext); err != nil {
-		return nil, nil, nil, newError("KMSInternalException", http.StatusInternalServerError, "%v", err)
+		return nil, nil, nil, iam.Errorf("KMSInternalException", http.StatusInternalServerError, "%v", err)
 	}
 	blob, sealErr := seal(k, plaintext, in.EncryptionContext)
 	if sealErr != nil {
-		return nil, nil, nil, newError("KMSInternalException", http.StatusInternalServerError, "%v", sealErr)
+		return nil, nil, nil, iam.Errorf("KMSInternalException", http.StatusInternalServerError, "%v", sealErr)
 	}
 	return k, plaintext, blob, nil
 }
 
-func (h *handler) generateDataKey(c iam.Caller, body []byte) (any, *apiError) {
+func (h *handler) generateDataKey(c iam.Caller, body []byte) (any, *iam.Error) {
 	k, plaintext, blob, err := h.dataKey(c, body, "kms:GenerateDataKey")
 	if err != nil {
 		return nil, err
@@ -346,7 +332,7 @@ func (h *handler) generateDataKey(c iam.Caller, body []byte) (any, *apiError) {
 	return map[string]any{"KeyId": h.keys.arn(k.ID), "CiphertextBlob": blob, "Plaintext": plaintext}, nil
 }
 
-func (h *handler) generateDataKeyWithoutPlaintext(c iam.Caller, body []byte) (any, *apiError) {
+func (h *handler) generateDataKeyWithoutPlaintext(c iam.Caller, body []byte) (any, *iam.Error) {
 	k, plaintext, blob, err := h.dataKey(c, body, "kms:GenerateDataKeyWithoutPlaintext")
 	if err != nil {
 		return nil, err
@@ -355,7 +341,7 @@ func (h *handler) generateDataKeyWithoutPlaintext(c iam.Caller, body []byte) (an
 	return map[string]any{"KeyId": h.keys.arn(k.ID), "CiphertextBlob": blob}, nil
 }
 
-func (h *handler) encrypt(c iam.Caller, body []byte) (any, *apiError) {
+func (h *handler) encrypt(c iam.Caller, body []byte) (any, *iam.Error) {
 	var in struct {
 		KeyID               string            `json:"KeyId"`
 		Plaintext           []byte            `json:"Plaintext"`
@@ -368,7 +354,7 @@ func (h *handler) encrypt(c iam.Caller, body []byte) (any, *apiError) {
 	}
 	defer clear(in.Plaintext)
 	if len(in.Plaintext) == 0 || len(in.Plaintext) > 4096 {
-		return nil, newError("ValidationException", http.StatusBadRequest, "Plaintext must be 1 to 4096 bytes")
+		return nil, iam.Errorf("ValidationException", http.StatusBadRequest, "Plaintext must be 1 to 4096 bytes")
 	}
 	if err := checkAlgorithm(in.EncryptionAlgorithm); err != nil {
 		return nil, err
@@ -385,22 +371,22 @@ func (h *handler) encrypt(c iam.Caller, body []byte) (any, *apiError) {
 	}
 	blob, sealErr := seal(k, in.Plaintext, in.EncryptionContext)
 	if sealErr != nil {
-		return nil, newError("KMSInternalException", http.StatusInternalServerError, "%v", sealErr)
+		return nil, iam.Errorf("KMSInternalException", http.StatusInternalServerError, "%v", sealErr)
 	}
 	return map[string]any{"KeyId": h.keys.arn(k.ID), "CiphertextBlob": blob, "EncryptionAlgorithm": "SYMMETRIC_DEFAULT"}, nil
 }
 
 // openBlob authorizes action on the key a blob names and opens it under
 // ctx. keyRef, when given, must be that key (IncorrectKeyException otherwise).
-func (h *handler) openBlob(c iam.Caller, blob []byte, keyRef string, ctx map[string]string, action string) (*key, []byte, *apiError) {
+func (h *handler) openBlob(c iam.Caller, blob []byte, keyRef string, ctx map[string]string, action string) (*key, []byte, *iam.Error) {
 	id, err := blobKeyID(blob)
 	if err != nil {
-		return nil, nil, newError("InvalidCiphertextException", http.StatusBadRequest, "%v", err)
+		return nil, nil, iam.Errorf("InvalidCiphertextException", http.StatusBadRequest, "%v", err)
 	}
 	k, apiErr := h.authorize(c, id, action, ctx)
 	if apiErr != nil {
-		if apiErr.Type == "NotFoundException" {
-			return nil, nil, newError("InvalidCiphertextException", http.StatusBadRequest, "%v", errBadCiphertext)
+		if apiErr.Code == "NotFoundException" {
+			return nil, nil, iam.Errorf("InvalidCiphertextException", http.StatusBadRequest, "%v", errBadCiphertext)
 		}
 		return nil, nil, apiErr
 	}
@@ -409,7 +395,7 @@ func (h *handler) openBlob(c iam.Caller, blob []byte, keyRef string, ctx map[str
 		named, err := h.keys.resolveLocked(keyRef)
 		h.keys.mu.Unlock()
 		if err != nil || named.ID != k.ID {
-			return nil, nil, newError("IncorrectKeyException", http.StatusBadRequest,
+			return nil, nil, iam.Errorf("IncorrectKeyException", http.StatusBadRequest,
 				"The key ID in the request does not identify a KMS key that can perform this operation.")
 		}
 	}
@@ -418,12 +404,12 @@ func (h *handler) openBlob(c iam.Caller, blob []byte, keyRef string, ctx map[str
 	}
 	plaintext, err := open(k, blob, ctx)
 	if err != nil {
-		return nil, nil, newError("InvalidCiphertextException", http.StatusBadRequest, "%v", err)
+		return nil, nil, iam.Errorf("InvalidCiphertextException", http.StatusBadRequest, "%v", err)
 	}
 	return k, plaintext, nil
 }
 
-func (h *handler) decrypt(c iam.Caller, body []byte) (any, *apiError) {
+func (h *handler) decrypt(c iam.Caller, body []byte) (any, *iam.Error) {
 	var in struct {
 		CiphertextBlob      []byte            `json:"CiphertextBlob"`
 		EncryptionContext   map[string]string `json:"EncryptionContext"`
@@ -436,7 +422,7 @@ func (h *handler) decrypt(c iam.Caller, body []byte) (any, *apiError) {
 		return nil, err
 	}
 	if len(in.Recipient) > 0 && string(in.Recipient) != "null" {
-		return nil, newError("UnsupportedOperationException", http.StatusBadRequest, "the emulator's KMS has no Nitro enclave recipients")
+		return nil, iam.Errorf("UnsupportedOperationException", http.StatusBadRequest, "the emulator's KMS has no Nitro enclave recipients")
 	}
 	if err := checkAlgorithm(in.EncryptionAlgorithm); err != nil {
 		return nil, err
@@ -452,7 +438,7 @@ func (h *handler) decrypt(c iam.Caller, body []byte) (any, *apiError) {
 	return map[string]any{"KeyId": h.keys.arn(k.ID), "Plaintext": plaintext, "EncryptionAlgorithm": "SYMMETRIC_DEFAULT"}, nil
 }
 
-func (h *handler) reEncrypt(c iam.Caller, body []byte) (any, *apiError) {
+func (h *handler) reEncrypt(c iam.Caller, body []byte) (any, *iam.Error) {
 	var in struct {
 		CiphertextBlob                 []byte            `json:"CiphertextBlob"`
 		SourceEncryptionContext        map[string]string `json:"SourceEncryptionContext"`
@@ -488,14 +474,14 @@ func (h *handler) reEncrypt(c iam.Caller, body []byte) (any, *apiError) {
 	}
 	blob, sealErr := seal(dst, plaintext, in.DestinationEncryptionContext)
 	if sealErr != nil {
-		return nil, newError("KMSInternalException", http.StatusInternalServerError, "%v", sealErr)
+		return nil, iam.Errorf("KMSInternalException", http.StatusInternalServerError, "%v", sealErr)
 	}
 	return map[string]any{"CiphertextBlob": blob, "SourceKeyId": h.keys.arn(src.ID), "KeyId": h.keys.arn(dst.ID),
 		"SourceEncryptionAlgorithm": "SYMMETRIC_DEFAULT", "DestinationEncryptionAlgorithm": "SYMMETRIC_DEFAULT"}, nil
 }
 
 // setEnabled is EnableKey and DisableKey.
-func (h *handler) setEnabled(c iam.Caller, body []byte, action string, enabled bool) (any, *apiError) {
+func (h *handler) setEnabled(c iam.Caller, body []byte, action string, enabled bool) (any, *iam.Error) {
 	var in keyRequest
 	if err := decode(body, &in); err != nil {
 		return nil, err
@@ -508,17 +494,17 @@ func (h *handler) setEnabled(c iam.Caller, body []byte, action string, enabled b
 	defer h.keys.mu.Unlock()
 	k.Enabled = enabled
 	if err := h.keys.saveLocked(); err != nil {
-		return nil, newError("KMSInternalException", http.StatusInternalServerError, "%v", err)
+		return nil, iam.Errorf("KMSInternalException", http.StatusInternalServerError, "%v", err)
 	}
 	klog.V(2).InfoS("KMS key state changed", "keyID", k.ID, "enabled", enabled, "caller", c.ARN)
 	return struct{}{}, nil
 }
 
-func (h *handler) enableKey(c iam.Caller, body []byte) (any, *apiError) {
+func (h *handler) enableKey(c iam.Caller, body []byte) (any, *iam.Error) {
 	return h.setEnabled(c, body, "kms:EnableKey", true)
 }
 
-func (h *handler) disableKey(c iam.Caller, body []byte) (any, *apiError) {
+func (h *handler) disableKey(c iam.Caller, body []byte) (any, *iam.Error) {
 	return h.setEnabled(c, body, "kms:DisableKey", false)
 }
 
@@ -529,14 +515,14 @@ type policyRequest struct {
 }
 
 // checkPolicyName accepts KMS's only key policy name.
-func checkPolicyName(name string) *apiError {
+func checkPolicyName(name string) *iam.Error {
 	if name != "" && name != "default" {
-		return newError("NotFoundException", http.StatusBadRequest, "No such policy exists: %s (a key has one policy, default)", name)
+		return iam.Errorf("NotFoundException", http.StatusBadRequest, "No such policy exists: %s (a key has one policy, default)", name)
 	}
 	return nil
 }
 
-func (h *handler) getKeyPolicy(c iam.Caller, body []byte) (any, *apiError) {
+func (h *handler) getKeyPolicy(c iam.Caller, body []byte) (any, *iam.Error) {
 	var in policyRequest
 	if err := decode(body, &in); err != nil {
 		return nil, err
@@ -552,12 +538,12 @@ func (h *handler) getKeyPolicy(c iam.Caller, body []byte) (any, *apiError) {
 	doc, jerr := json.Marshal(k.Policy)
 	h.keys.mu.Unlock()
 	if jerr != nil {
-		return nil, newError("KMSInternalException", http.StatusInternalServerError, "%v", jerr)
+		return nil, iam.Errorf("KMSInternalException", http.StatusInternalServerError, "%v", jerr)
 	}
 	return map[string]string{"Policy": string(doc), "PolicyName": "default"}, nil
 }
 
-func (h *handler) putKeyPolicy(c iam.Caller, body []byte) (any, *apiError) {
+func (h *handler) putKeyPolicy(c iam.Caller, body []byte) (any, *iam.Error) {
 	var in policyRequest
 	if err := decode(body, &in); err != nil {
 		return nil, err
@@ -567,7 +553,7 @@ func (h *handler) putKeyPolicy(c iam.Caller, body []byte) (any, *apiError) {
 	}
 	p, perr := iam.ParsePolicy([]byte(in.Policy))
 	if perr != nil {
-		return nil, newError("MalformedPolicyDocumentException", http.StatusBadRequest, "%v", perr)
+		return nil, iam.Errorf("MalformedPolicyDocumentException", http.StatusBadRequest, "%v", perr)
 	}
 	k, err := h.authorize(c, in.KeyID, "kms:PutKeyPolicy", nil)
 	if err != nil {
@@ -577,7 +563,7 @@ func (h *handler) putKeyPolicy(c iam.Caller, body []byte) (any, *apiError) {
 	defer h.keys.mu.Unlock()
 	k.Policy = p
 	if err := h.keys.saveLocked(); err != nil {
-		return nil, newError("KMSInternalException", http.StatusInternalServerError, "%v", err)
+		return nil, iam.Errorf("KMSInternalException", http.StatusInternalServerError, "%v", err)
 	}
 	klog.V(2).InfoS("KMS key policy replaced", "keyID", k.ID, "caller", c.ARN)
 	return struct{}{}, nil

@@ -66,47 +66,47 @@ func parseAuthorization(h string) (authorization, bool) {
 // credentials (temporary ones STS issued, or declared access keys) and
 // returns who signed it. region and service are what the credential scope
 // must name; body is the request's payload.
-func authenticate(r *http.Request, body []byte, store *iam.Store, region, service string, now time.Time) (iam.Caller, *apiError) {
+func authenticate(r *http.Request, body []byte, store *iam.Store, region, service string, now time.Time) (iam.Caller, *iam.Error) {
 	header := r.Header.Get("Authorization")
 	if header == "" {
-		return iam.Caller{}, newError("MissingAuthenticationTokenException", http.StatusBadRequest, "Missing Authentication Token")
+		return iam.Caller{}, iam.Errorf("MissingAuthenticationTokenException", http.StatusBadRequest, "Missing Authentication Token")
 	}
 	a, ok := parseAuthorization(header)
 	if !ok {
-		return iam.Caller{}, newError("IncompleteSignatureException", http.StatusBadRequest,
+		return iam.Caller{}, iam.Errorf("IncompleteSignatureException", http.StatusBadRequest,
 			"Authorization header requires Credential, SignedHeaders and Signature of %s", sigV4Algorithm)
 	}
 	amzDate := r.Header.Get("X-Amz-Date")
 	signedAt, err := time.Parse(amzDateFormat, amzDate)
 	switch {
 	case err != nil:
-		return iam.Caller{}, newError("IncompleteSignatureException", http.StatusBadRequest, "X-Amz-Date %q is missing or malformed", amzDate)
+		return iam.Caller{}, iam.Errorf("IncompleteSignatureException", http.StatusBadRequest, "X-Amz-Date %q is missing or malformed", amzDate)
 	case !slices.Contains(a.signedHeaders, "host") || !slices.Contains(a.signedHeaders, "x-amz-date"):
-		return iam.Caller{}, newError("IncompleteSignatureException", http.StatusBadRequest, "the signed headers must include host and x-amz-date")
+		return iam.Caller{}, iam.Errorf("IncompleteSignatureException", http.StatusBadRequest, "the signed headers must include host and x-amz-date")
 	case a.date != amzDate[:8]:
-		return iam.Caller{}, newError("InvalidSignatureException", http.StatusBadRequest, "the credential scope's date %s is not the request's %s", a.date, amzDate[:8])
+		return iam.Caller{}, iam.Errorf("InvalidSignatureException", http.StatusBadRequest, "the credential scope's date %s is not the request's %s", a.date, amzDate[:8])
 	case signedAt.Before(now.Add(-maxClockSkew)) || signedAt.After(now.Add(maxClockSkew)):
-		return iam.Caller{}, newError("InvalidSignatureException", http.StatusBadRequest,
+		return iam.Caller{}, iam.Errorf("InvalidSignatureException", http.StatusBadRequest,
 			"Signature expired: %s is now earlier than %s (%s - 5 min.)", amzDate, now.Add(-maxClockSkew).UTC().Format(amzDateFormat), now.UTC().Format(amzDateFormat))
 	case a.service != service:
-		return iam.Caller{}, newError("InvalidSignatureException", http.StatusBadRequest, "Credential should be scoped to correct service: '%s'.", service)
+		return iam.Caller{}, iam.Errorf("InvalidSignatureException", http.StatusBadRequest, "Credential should be scoped to correct service: '%s'.", service)
 	case a.region != region:
-		return iam.Caller{}, newError("InvalidSignatureException", http.StatusBadRequest, "Credential should be scoped to a valid region, not '%s'.", a.region)
+		return iam.Caller{}, iam.Errorf("InvalidSignatureException", http.StatusBadRequest, "Credential should be scoped to a valid region, not '%s'.", a.region)
 	}
 	cred, err := store.Credential(a.accessKeyID)
 	switch {
 	case errors.Is(err, iam.ErrCredentialsExpired):
-		return iam.Caller{}, newError("ExpiredTokenException", http.StatusBadRequest, "The security token included in the request is expired")
+		return iam.Caller{}, iam.Errorf("ExpiredTokenException", http.StatusBadRequest, "The security token included in the request is expired")
 	case err != nil:
-		return iam.Caller{}, newError("UnrecognizedClientException", http.StatusBadRequest, "The security token included in the request is invalid.")
+		return iam.Caller{}, iam.Errorf("UnrecognizedClientException", http.StatusBadRequest, "The security token included in the request is invalid.")
 	}
 	if cred.SessionToken != "" && (!slices.Contains(a.signedHeaders, "x-amz-security-token") ||
 		!hmac.Equal([]byte(r.Header.Get("X-Amz-Security-Token")), []byte(cred.SessionToken))) {
-		return iam.Caller{}, newError("UnrecognizedClientException", http.StatusBadRequest, "The security token included in the request is invalid.")
+		return iam.Caller{}, iam.Errorf("UnrecognizedClientException", http.StatusBadRequest, "The security token included in the request is invalid.")
 	}
 	want := signature(cred.Secret, a, amzDate, canonicalRequest(r, a.signedHeaders, body))
 	if !hmac.Equal([]byte(want), []byte(a.signature)) {
-		return iam.Caller{}, newError("InvalidSignatureException", http.StatusBadRequest,
+		return iam.Caller{}, iam.Errorf("InvalidSignatureException", http.StatusBadRequest,
 			"The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.")
 	}
 	return cred.Caller, nil
