@@ -134,8 +134,8 @@ func declareIdentities(t *testing.T, sc *scenario) (keyARN, roleARN string) {
 // CSIDriver asks for it, in the request's secrets; the pod of the trusted
 // service account is unlocked (on a kernel without dm-crypt it stops at
 // opening LUKS, with the plugin's error naming its service account and
-// where the token was), and a pod of another service account mounting the
-// same claim is refused by STS, the refusal on the pod.
+// where the token was), and a pod of another service account with a claim
+// of the same class is refused by STS, the refusal on the pod.
 func TestWorkloadIdentity(t *testing.T) {
 	sc := newScenario(t)
 	tokensFor(t, false)
@@ -144,12 +144,18 @@ func TestWorkloadIdentity(t *testing.T) {
 	class := m.get(t, "StorageClass")
 	set(t, class, keyARN, "parameters", "nodeEncryptionKmsKeyId")
 	set(t, class, roleARN, "parameters", "nodeEncryptionRoleArn")
+	// The other service account's pod gets a claim of the same class of its
+	// own: the kubelet runs one mount at a time per volume, so a pod
+	// retrying on the same volume would keep it from ever trying.
 	other := m.get(t, "ServiceAccount").DeepCopy()
 	other.SetName("shop-web")
+	otherClaim := m.get(t, "PersistentVolumeClaim").DeepCopy()
+	otherClaim.SetName("web-claim")
 	intruder := m.get(t, "Pod").DeepCopy()
 	intruder.SetName("web-app")
 	set(t, intruder, "shop-web", "spec", "serviceAccountName")
-	sc.create(append(manifests{other}, append(m, intruder)...)...)
+	set(t, intruder, []any{map[string]any{"name": "data", "persistentVolumeClaim": map[string]any{"claimName": "web-claim"}}}, "spec", "volumes")
+	sc.create(append(manifests{other}, append(m, otherClaim, intruder)...)...)
 
 	_, pv := sc.claimBound("kms-claim")
 	attrs := pv.Spec.CSI.VolumeAttributes

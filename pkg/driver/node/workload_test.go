@@ -494,3 +494,31 @@ func TestErrorsAfterTheUnlockSayWhoUnlocked(t *testing.T) {
 		t.Fatalf("message %q", msg)
 	}
 }
+
+// BenchmarkRepublishAuthorised measures what a republish with a token that
+// authorised the publication costs the node (no STS or KMS call, no mount
+// look): go test -run - -bench RepublishAuthorised ./pkg/driver/node.
+func BenchmarkRepublishAuthorised(b *testing.B) {
+	f := newFakeOS()
+	f.addVolume(volID, volDev, gib)
+	u := &fakeUnwrapper{refuse: map[string]error{}}
+	s, err := New(Config{Metadata: staticMetadata(testInstance()), Mounter: f, ReservedVolumeAttachments: -1, Unwrapper: u})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := publishReq(mountCap("ext4"))
+	req.VolumeContext = kmsContext()
+	req.Secrets = map[string]string{volumecontext.ServiceAccountTokensKey: tokensJSON(podToken("shop", "db-0", "db"), time.Now().Add(time.Hour))}
+	if _, err := s.NodePublishVolume(context.Background(), req); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.NodePublishVolume(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if len(u.calls) != 1 {
+		b.Fatalf("%d unwraps", len(u.calls))
+	}
+}
