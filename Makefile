@@ -16,7 +16,7 @@ LDFLAGS     := -s -w \
 export CGO_ENABLED := 0
 TEST_FLAGS  ?= -count=1 -timeout=45m
 
-.PHONY: all build build-windows test test-windows fuzz verify clean deps
+.PHONY: all build build-windows test test-windows fuzz verify clean deps chaos
 
 all: build
 
@@ -61,6 +61,12 @@ test-vm:
 test-vm-identity:
 	hack/vm/identity.sh
 
+## bench: Diskplane against the physical floor (BENCH_PROFILE=full|ci; UPSTREAM_EBS_CSI_DRIVER=<binary> adds
+## the upstream driver's figures): one table of figures, floors and ratios; raw data in _output/bench
+.PHONY: bench
+bench: build
+	hack/bench/run.sh
+
 ## fuzz: run each fuzz target briefly (FUZZTIME each); the seed corpora also run in `make test`
 FUZZTIME ?= 20s
 FUZZ_TARGETS := ./pkg/driver/parameters:FuzzVolumeParameters ./pkg/driver/parameters:FuzzTagTemplate
@@ -89,7 +95,17 @@ verify:
 	$(GO) vet -tags e2e_install ./tests/e2e/install/...
 	$(GO) tool staticcheck -tags e2e_install ./tests/e2e/install/...
 	$(GO) vet -tags vm ./tests/vm/... ./tests/sanity/...
+	$(GO) vet -tags bench ./tests/bench/...
+	$(GO) tool staticcheck -tags bench ./tests/bench/...
 	$(GO) tool staticcheck -tags vm ./tests/vm/... ./tests/sanity/...
+	$(GO) vet -tags chaos ./tests/chaos/...
+	$(GO) tool staticcheck -tags chaos ./tests/chaos/...
+
+## chaos: volume lifecycles through the real controller, SIGKILLed at random, under EC2's faults, then an audit of the emulator (tests/chaos; CHAOS_PROFILE=full, or ci for CI's reduced run)
+CHAOS_PROFILE ?= full
+chaos: build
+	DISKPLANE_BINARY=$(CURDIR)/$(BIN)/diskplane CHAOS_PROFILE=$(CHAOS_PROFILE) CHAOS_LOG_DIR=$(CURDIR)/$(OUTPUT)/chaos \
+		CGO_ENABLED=1 $(GO) test -race -tags chaos -count=1 -timeout=45m -v ./tests/chaos/...
 
 clean:
 	rm -rf $(OUTPUT)
@@ -165,7 +181,7 @@ e2e-external: build
 
 .PHONY: e2e-helm e2e-kustomize
 
-## e2e-helm: helm install into the local cluster (node with the startup taint), then tests/e2e, helm upgrade under a mounted volume, helm uninstall leaving nothing
+## e2e-helm: helm install into the local cluster (node with the startup taint), then tests/e2e, helm upgrade under a mounted volume, leader failover, claims under chaos (E2E_CHAOS=full|ci), helm uninstall leaving nothing
 e2e-helm: build
 	E2E_FLAGS='$(E2E_FLAGS)' hack/e2e/incluster.sh helm
 

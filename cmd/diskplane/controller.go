@@ -21,6 +21,7 @@ type controllerFlags struct {
 	clusterID            string
 	modifyCoalesceWindow time.Duration
 	userAgentExtra       string
+	visibilityTimeout    time.Duration
 }
 
 func (f *controllerFlags) register(fs *flag.FlagSet) {
@@ -32,6 +33,8 @@ func (f *controllerFlags) register(fs *flag.FlagSet) {
 		"how long a volume expansion or modification waits for the other one for the same volume, so both become one EC2 ModifyVolume; keep it well below the external-resizer's --timeout")
 	fs.StringVar(&f.userAgentExtra, "user-agent-extra", "",
 		"appended to the user agent of EC2 calls (e.g. helm), so CloudTrail shows how this driver was installed")
+	fs.DurationVar(&f.visibilityTimeout, "visibility-timeout", cloud.DefaultVisibilityTimeout,
+		"the longest EC2's reads may lag behind a request that made a volume, snapshot or modification: a volume missing that long after CreateVolume is taken to be gone, and until that long after a request (or after this process started) a lookup that finds nothing does not allow making the resource again")
 }
 
 // buildController builds the cloud from the SDK's standard configuration
@@ -44,6 +47,9 @@ func buildController(ctx context.Context, opts *options, reg prometheus.Register
 	if f.modifyCoalesceWindow <= 0 {
 		return nil, nil, fmt.Errorf("--modify-volume-coalesce-window=%v: want a positive duration", f.modifyCoalesceWindow)
 	}
+	if f.visibilityTimeout <= 0 {
+		return nil, nil, fmt.Errorf("--visibility-timeout=%v: want a positive duration", f.visibilityTimeout)
+	}
 	extraTags, err := parameters.ParseTagList("--extra-tags", f.extraTags)
 	if err != nil {
 		return nil, nil, err
@@ -52,7 +58,7 @@ func buildController(ctx context.Context, opts *options, reg prometheus.Register
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := cloud.NewFromAWSConfig(awsCfg, cloud.Config{UserAgentExtra: f.userAgentExtra, Registerer: reg})
+	c, err := cloud.NewFromAWSConfig(awsCfg, cloud.Config{UserAgentExtra: f.userAgentExtra, Registerer: reg, VisibilityTimeout: f.visibilityTimeout})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -29,7 +29,7 @@ func TestControllerModeAgainstEmulator(t *testing.T) {
 	fs := flag.NewFlagSet("diskplane", flag.ContinueOnError)
 	opts := registerFlags(fs)
 	err := fs.Parse([]string{"--mode=controller", "--endpoint=unix://" + sock,
-		"--extra-tags=team=storage,cost-center=", "--k8s-tag-cluster-id=c1", "--modify-volume-coalesce-window=100ms"})
+		"--extra-tags=team=storage,cost-center=", "--k8s-tag-cluster-id=c1", "--modify-volume-coalesce-window=100ms", "--visibility-timeout=30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +99,7 @@ func TestControllerFlagsAreChecked(t *testing.T) {
 		{name: "malformed extra tags", flag: "--extra-tags=novalue"},
 		{name: "driver-owned extra tag", flag: "--extra-tags=" + DefaultDriverName + "/cluster=false"},
 		{name: "zero coalesce window", flag: "--modify-volume-coalesce-window=0s"},
+		{name: "zero visibility timeout", flag: "--visibility-timeout=0s"},
 		{name: "cluster ID too long for a tag key", flag: "--k8s-tag-cluster-id=" + strings.Repeat("c", 200)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -54,6 +54,9 @@ func main() {
 }
 
 func run(args []string) int {
+	if len(args) > 0 && args[0] == preStopCommand {
+		return preStop(args[1:], os.Stderr)
+	}
 	fs := flag.NewFlagSet("diskplane", flag.ContinueOnError)
 	opts := registerFlags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -15,7 +15,7 @@ import (
 var optionsDoc = filepath.Join("..", "..", "docs", "options.md")
 
 // TestFlagsDocumented keeps docs/options.md in step with the emulator's
-// flags and those of its two subcommands: a flag missing from the page, a
+// flags and those of its subcommands: a flag missing from the page, a
 // row for a flag that is gone, and a default that differs all fail, and the
 // message names the row to add or change. The server's flags are registered
 // as run registers them; the subcommands' come from their -h output.

@@ -52,6 +52,12 @@ type options struct {
 	stuckAttach         string
 	stuckAttachNext     int
 	faultSeed           uint64
+	commitThenFail      commitFailFlags
+	staleReads          string
+	asyncFailures       asyncFailureFlags
+	unusableKMSKeys     string
+	clockSkew           time.Duration
+	clientTokenTTL      time.Duration
 }
 
 func registerFlags(fs *flag.FlagSet) *options {
@@ -94,6 +100,12 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.stuckAttach, "stuck-attach", "", "volume IDs whose attachments stay attaching, comma-separated")
 	fs.IntVar(&o.stuckAttachNext, "stuck-attach-next", 0, "the next N attachments stay attaching")
 	fs.Uint64Var(&o.faultSeed, "fault-seed", 0, "seed of the random draws of error injection (0: from the clock)")
+	fs.Var(&o.commitThenFail, "commit-then-fail", "apply requests, then fail them: Action=InternalError|Unavailable|Reset|Stall:probability[:count] (repeatable; Action * for every mutating action)")
+	fs.StringVar(&o.staleReads, "stale-reads", "", "Describe* calls answer from the recent past: maxLag[:probability] (e.g. 2s:0.5; probability 1 when left out)")
+	fs.Var(&o.asyncFailures, "async-failure", "new resources fail after the request succeeded: Action:probability[:count] with Action CreateVolume, CopyVolumes, CreateSnapshot or * (repeatable)")
+	fs.StringVar(&o.unusableKMSKeys, "unusable-kms-keys", "", "KMS key IDs whose volumes go creating → error and disappear, comma-separated")
+	fs.DurationVar(&o.clockSkew, "clock-skew", 0, "run the cloud's clock ahead of (positive) or behind (negative) the host's by this much")
+	fs.DurationVar(&o.clientTokenTTL, "client-token-ttl", model.DefaultClientTokenTTL, "how long a ClientToken of CreateVolume or CopyVolumes is remembered")
 	return o
 }
 
@@ -107,6 +119,7 @@ func (o *options) config() (emulator.Config, error) {
 			DataDir:             o.dataDir,
 			Latencies:           o.latencies,
 			ModificationsPerDay: o.modificationsPerDay,
+			ClientTokenTTL:      o.clientTokenTTL,
 		},
 		Devices: !o.noDevices,
 		LinkDir: o.linkDir,
@@ -217,6 +230,24 @@ func (o *options) faultConfig() (faults.Config, error) {
 	if o.faultSeed != 0 {
 		c.Seed = o.faultSeed
 	}
+	c.CommitThenFail = append(c.CommitThenFail, o.commitThenFail.rules...)
+	c.AsyncFailures = append(c.AsyncFailures, o.asyncFailures.rules...)
+	c.UnusableKMSKeys = append(c.UnusableKMSKeys, splitList(o.unusableKMSKeys)...)
+	if o.clockSkew != 0 {
+		c.ClockSkew = faults.Duration(o.clockSkew)
+	}
+	if o.staleReads != "" {
+		lag, p, hasP := strings.Cut(o.staleReads, ":")
+		d, err := time.ParseDuration(lag)
+		prob := 1.0
+		if hasP {
+			prob, err = parseProbability(p, err)
+		}
+		if err != nil || d <= 0 {
+			return c, fmt.Errorf("--stale-reads %q: want maxLag[:probability], e.g. 2s:0.5", o.staleReads)
+		}
+		c.StaleReads = faults.StaleReads{MaxLag: faults.Duration(d), Probability: prob}
+	}
 	if err := c.Validate(); err != nil {
 		return c, fmt.Errorf("faults: %w", err)
 	}
@@ -299,6 +330,72 @@ func (f *instanceFlags) Set(v string) error {
 	return nil
 }
 
+// parseProbability parses a probability unless an earlier parse failed.
+func parseProbability(s string, earlier error) (float64, error) {
+	if earlier != nil {
+		return 0, earlier
+	}
+	return strconv.ParseFloat(s, 64)
+}
+
+// parseRate parses probability[:count] of a rule flag.
+func parseRate(v string, parts []string) (float64, int, error) {
+	p, err := strconv.ParseFloat(parts[0], 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%q: probability: %w", v, err)
+	}
+	count := 0
+	if len(parts) == 2 {
+		if count, err = strconv.Atoi(parts[1]); err != nil {
+			return 0, 0, fmt.Errorf("%q: count: %w", v, err)
+		}
+	}
+	return p, count, nil
+}
+
+// commitFailFlags collects --commit-then-fail values.
+type commitFailFlags struct {
+	rules []faults.CommitFailRule
+}
+
+func (f *commitFailFlags) String() string { return fmt.Sprint(f.rules) }
+
+// Set parses Action=Mode:probability[:count].
+func (f *commitFailFlags) Set(v string) error {
+	action, rest, ok := strings.Cut(v, "=")
+	parts := strings.Split(rest, ":")
+	if !ok || action == "" || len(parts) < 2 || len(parts) > 3 {
+		return fmt.Errorf("%q: want Action=InternalError|Unavailable|Reset|Stall:probability[:count]", v)
+	}
+	p, count, err := parseRate(v, parts[1:])
+	if err != nil {
+		return err
+	}
+	f.rules = append(f.rules, faults.CommitFailRule{Action: action, Mode: parts[0], Probability: p, Count: count})
+	return nil
+}
+
+// asyncFailureFlags collects --async-failure values.
+type asyncFailureFlags struct {
+	rules []faults.AsyncFailureRule
+}
+
+func (f *asyncFailureFlags) String() string { return fmt.Sprint(f.rules) }
+
+// Set parses Action:probability[:count].
+func (f *asyncFailureFlags) Set(v string) error {
+	parts := strings.Split(v, ":")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
+		return fmt.Errorf("%q: want Action:probability[:count]", v)
+	}
+	p, count, err := parseRate(v, parts[1:])
+	if err != nil {
+		return err
+	}
+	f.rules = append(f.rules, faults.AsyncFailureRule{Action: parts[0], Probability: p, Count: count})
+	return nil
+}
+
 // errorRuleFlags collects --inject-error values.
 type errorRuleFlags struct {
 	rules []faults.ErrorRule
@@ -313,16 +410,10 @@ func (f *errorRuleFlags) Set(v string) error {
 	if !ok || action == "" || len(parts) < 2 || len(parts) > 3 {
 		return fmt.Errorf("%q: want Action=InternalError|Unavailable:probability[:count]", v)
 	}
-	p, err := strconv.ParseFloat(parts[1], 64)
+	p, count, err := parseRate(v, parts[1:])
 	if err != nil {
-		return fmt.Errorf("%q: probability: %w", v, err)
+		return err
 	}
-	rule := faults.ErrorRule{Action: action, Code: parts[0], Probability: p}
-	if len(parts) == 3 {
-		if rule.Count, err = strconv.Atoi(parts[2]); err != nil {
-			return fmt.Errorf("%q: count: %w", v, err)
-		}
-	}
-	f.rules = append(f.rules, rule)
+	f.rules = append(f.rules, faults.ErrorRule{Action: action, Code: parts[0], Probability: p, Count: count})
 	return nil
 }

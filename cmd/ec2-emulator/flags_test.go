@@ -77,6 +77,54 @@ func TestErrorRuleFlag(t *testing.T) {
 	}
 }
 
+func TestCommitFailAndAsyncFlags(t *testing.T) {
+	var cf commitFailFlags
+	if err := cf.Set("*=Stall:0.05:3"); err != nil || cf.rules[0] != (faults.CommitFailRule{Action: "*", Mode: "Stall", Probability: 0.05, Count: 3}) {
+		t.Fatalf("--commit-then-fail: %+v, %v", cf.rules, err)
+	}
+	for _, bad := range []string{"CreateVolume", "CreateVolume=Reset", "=Reset:1", "CreateVolume=Reset:x"} {
+		if err := cf.Set(bad); err == nil {
+			t.Errorf("--commit-then-fail %q was accepted", bad)
+		}
+	}
+	var af asyncFailureFlags
+	if err := af.Set("CreateSnapshot:0.5"); err != nil || af.rules[0] != (faults.AsyncFailureRule{Action: "CreateSnapshot", Probability: 0.5}) {
+		t.Fatalf("--async-failure: %+v, %v", af.rules, err)
+	}
+	for _, bad := range []string{"CreateSnapshot", ":1", "CreateSnapshot:1:x:y"} {
+		if err := af.Set(bad); err == nil {
+			t.Errorf("--async-failure %q was accepted", bad)
+		}
+	}
+}
+
+func TestCloudFaultFlags(t *testing.T) {
+	o, err := parse(t, "--commit-then-fail", "*=InternalError:0.05", "--stale-reads", "2s:0.5", "--async-failure", "CreateVolume:1:1",
+		"--unusable-kms-keys", "k1,k2", "--clock-skew", "-3m", "--client-token-ttl", "1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := cfg.Faults
+	if len(f.CommitThenFail) != 1 || f.StaleReads != (faults.StaleReads{MaxLag: faults.Duration(2 * time.Second), Probability: 0.5}) ||
+		len(f.AsyncFailures) != 1 || len(f.UnusableKMSKeys) != 2 || f.ClockSkew != faults.Duration(-3*time.Minute) || cfg.Cloud.ClientTokenTTL != time.Hour {
+		t.Fatalf("faults %+v, token lifetime %v", f, cfg.Cloud.ClientTokenTTL)
+	}
+	o, _ = parse(t, "--stale-reads", "3s")
+	if cfg, err := o.config(); err != nil || cfg.Faults.StaleReads.Probability != 1 {
+		t.Fatalf("--stale-reads without a probability: %+v, %v", cfg.Faults.StaleReads, err)
+	}
+	for _, bad := range []string{"soon", "2s:often", "0s", "2s:2"} {
+		o, _ := parse(t, "--stale-reads", bad)
+		if _, err := o.config(); err == nil {
+			t.Errorf("--stale-reads %q was accepted", bad)
+		}
+	}
+}
+
 func TestConfigFromFlags(t *testing.T) {
 	dir := t.TempDir()
 	instances := filepath.Join(dir, "instances.json")

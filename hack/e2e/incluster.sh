@@ -31,6 +31,13 @@
 #   failover   TestLeaderFailover: two controller replicas; the leader evicted,
 #              the PodDisruptionBudget refuses the second eviction, the leases
 #              move, the new leaders provision and attach
+#   drain      TestDrain: the node cordoned, its node plugin stopped and a pod
+#              with a volume evicted; the plugin's preStop hook waits until the
+#              volume is unmounted and detached, long before six minutes
+#   chaos      (helm) TestClaimsUnderChaos: claims with pods while the leading
+#              controller pod is force-deleted again and again and 5 % of EC2
+#              calls fail; every pod runs, every deleted claim leaves no EC2
+#              volume (E2E_CHAOS=full: 100 claims, 10 kills; default ci: 24, 3)
 #   uninstall  TestUninstall: helm uninstall / kubectl delete -k, then no
 #              object of Diskplane is left
 # A failing e2e suite does not stop the upgrade and uninstall steps; any
@@ -216,5 +223,9 @@ if [[ $method == helm ]]; then
   step upgrade go_test e2e_install -run '^TestUpgrade$' ./tests/e2e/install
 fi
 step failover go_test e2e_install -run '^TestLeaderFailover$' ./tests/e2e/install
+step drain go_test e2e_install -run '^TestDrain$' ./tests/e2e/install
+if [[ $method == helm ]]; then
+  step chaos go_test e2e_install -run '^TestClaimsUnderChaos$' ./tests/e2e/install
+fi
 step uninstall go_test e2e_install -run '^TestUninstall$' ./tests/e2e/install
 finish

@@ -209,7 +209,10 @@ lc_start kube-scheduler kube-scheduler "${component_flags[@]}"
 # from Kubernetes 1.35 on; cgroupfs because there is no systemd. Image GC is
 # off: nothing could pull an image it removed. The kubelet's API requires a
 # client certificate from the CA (the apiserver has one) and asks the
-# apiserver to authorize each request.
+# apiserver to authorize each request. CSIVolumeHealth (alpha) makes the
+# kubelet report a CSI volume's abnormal condition as an event on its pod,
+# and the volume stats it comes with are gathered every 15 s instead of 1 m,
+# so that tests see a condition change within seconds.
 cat >"$lc_run/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -232,6 +235,8 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", nodefs.inodesF
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
+featureGates: {CSIVolumeHealth: true}
+volumeStatsAggPeriod: 15s
 EOF
 node_labels="topology.kubernetes.io/zone=$ZONE,topology.kubernetes.io/region=$REGION,node.kubernetes.io/instance-type=$INSTANCE_TYPE"
 [[ -z $ZONE_ID ]] || node_labels+=",topology.k8s.aws/zone-id=$ZONE_ID"

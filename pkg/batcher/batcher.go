@@ -7,7 +7,12 @@
 // Contract:
 //   - Keys are collected for at most MaxDelay after the first one arrives, or
 //     until MaxEntries distinct keys are waiting, whichever comes first; then
-//     one exec call looks all of them up. Callers that ask for the same key
+//     one exec call looks all of them up. With IdleDelay set, a batch also
+//     starts IdleDelay after its first key whenever no exec call of the
+//     batcher is running, and as soon as the last running one ends: keys
+//     then wait only for the call before theirs, so a lone lookup costs no
+//     delay worth the name while a busy batcher still sends one call per
+//     round trip. Callers that ask for the same key
 //     in the same batch share one lookup and receive the same value.
 //   - A key the exec call returns no result for gets an error wrapping
 //     ErrNotFound; an exec call may also return an error for one key alone.
@@ -72,6 +77,12 @@ type Options struct {
 	// the latency every caller pays in exchange for fewer calls. It must be
 	// positive.
 	MaxDelay time.Duration
+	// IdleDelay, when positive, is how long a batch gathers keys while no
+	// exec call runs (callers that ask at the same moment, such as pollers
+	// woken by one tick, share it); while calls run, a batch starts when the
+	// last of them ends. Zero makes every batch wait MaxDelay. It must not
+	// exceed MaxDelay.
+	IdleDelay time.Duration
 	// ExecTimeout bounds one batch, including the retries of split halves;
 	// zero means no bound other than Close. Callers' own contexts do not
 	// bound the batch, because it also serves other callers.
@@ -110,6 +121,7 @@ type Batcher[K comparable, V any] struct {
 	startTimer startTimer
 
 	requests  chan request[K, V]
+	finished  chan struct{} // an exec call ended (read by the owner)
 	closing   chan struct{} // closed by Close: stop accepting requests
 	ownerDone chan struct{} // closed when the owner goroutine has returned
 	closeOnce sync.Once
@@ -141,12 +153,16 @@ func newBatcher[K comparable, V any](exec ExecFunc[K, V], opts Options, st start
 	if opts.ExecTimeout < 0 {
 		return nil, fmt.Errorf("batcher %q: ExecTimeout %v must not be negative", opts.Name, opts.ExecTimeout)
 	}
+	if opts.IdleDelay < 0 || opts.IdleDelay > opts.MaxDelay {
+		return nil, fmt.Errorf("batcher %q: IdleDelay %v must be between 0 and MaxDelay %v", opts.Name, opts.IdleDelay, opts.MaxDelay)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Batcher[K, V]{
 		opts:       opts,
 		exec:       exec,
 		startTimer: st,
 		requests:   make(chan request[K, V]),
+		finished:   make(chan struct{}),
 		closing:    make(chan struct{}),
 		ownerDone:  make(chan struct{}),
 		execCtx:    ctx,
@@ -162,6 +178,33 @@ func newBatcher[K comparable, V any](exec ExecFunc[K, V], opts Options, st start
 // pointer value must be treated as read-only.
 func (b *Batcher[K, V]) Get(ctx context.Context, key K) (V, error) {
 	return b.submit(ctx, key)()
+}
+
+// GetMany looks up every key of keys as if each had a caller of its own
+// asking at the same moment: the keys fill batches together, so n distinct
+// keys cost about n/MaxEntries exec calls instead of n. It returns a result
+// per distinct key (a key the exec call had no answer for carries an error
+// wrapping ErrNotFound); a whole-call error reaches the keys of that batch
+// only. When ctx ends first, it returns ctx's error.
+func (b *Batcher[K, V]) GetMany(ctx context.Context, keys []K) (map[K]Result[V], error) {
+	waits := make(map[K]func() (V, error), len(keys))
+	order := make([]K, 0, len(keys))
+	for _, k := range keys {
+		if _, dup := waits[k]; dup {
+			continue
+		}
+		waits[k] = b.submit(ctx, k)
+		order = append(order, k)
+	}
+	out := make(map[K]Result[V], len(order))
+	for _, k := range order {
+		v, err := waits[k]()
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		out[k] = Result[V]{Value: v, Err: err}
+	}
+	return out, nil
 }
 
 // submit hands the request to the owner goroutine and returns the function
@@ -208,18 +251,37 @@ func (b *Batcher[K, V]) own() {
 		pending   *batch[K, V]
 		timerC    <-chan time.Time
 		stopTimer func()
+		short     bool // the pending batch's timer is IdleDelay's
+		running   int  // exec calls under way
 	)
+	idle := func() bool { return b.opts.IdleDelay > 0 && running == 0 }
+	startTimer := func() {
+		d := b.opts.MaxDelay
+		if short = idle(); short {
+			d = b.opts.IdleDelay
+		}
+		timerC, stopTimer = b.startTimer(d)
+	}
 	flush := func() {
 		stopTimer()
-		b.dispatch(pending)
+		if b.dispatch(pending) {
+			running++
+		}
 		pending, timerC, stopTimer = nil, nil, nil
 	}
 	for {
 		select {
+		case <-b.finished:
+			running--
+			if pending != nil && !short && idle() {
+				// The call the batch waited behind has ended.
+				stopTimer()
+				startTimer()
+			}
 		case r := <-b.requests:
 			if pending == nil {
 				pending = &batch[K, V]{waiters: make(map[K][]request[K, V])}
-				timerC, stopTimer = b.startTimer(b.opts.MaxDelay)
+				startTimer()
 			}
 			if _, seen := pending.waiters[r.key]; !seen {
 				pending.keys = append(pending.keys, r.key)
@@ -241,8 +303,9 @@ func (b *Batcher[K, V]) own() {
 }
 
 // dispatch starts the exec call for a batch, leaving out keys whose callers
-// have all stopped waiting.
-func (b *Batcher[K, V]) dispatch(p *batch[K, V]) {
+// have all stopped waiting; it reports whether it started one. The call
+// tells the owner on b.finished when it ends.
+func (b *Batcher[K, V]) dispatch(p *batch[K, V]) bool {
 	live := p.keys[:0]
 	for _, k := range p.keys {
 		for _, r := range p.waiters[k] {
@@ -253,12 +316,18 @@ func (b *Batcher[K, V]) dispatch(p *batch[K, V]) {
 		}
 	}
 	if len(live) == 0 {
-		return
+		return false
 	}
 	p.keys = live
 	b.running.Add(1)
 	go func() {
 		defer b.running.Done()
+		defer func() {
+			select {
+			case b.finished <- struct{}{}:
+			case <-b.ownerDone:
+			}
+		}()
 		ctx, cancel := b.execCtx, context.CancelFunc(func() {})
 		if b.opts.ExecTimeout > 0 {
 			ctx, cancel = context.WithTimeout(ctx, b.opts.ExecTimeout)
@@ -266,6 +335,7 @@ func (b *Batcher[K, V]) dispatch(p *batch[K, V]) {
 		defer cancel()
 		b.lookUp(ctx, p, p.keys)
 	}()
+	return true
 }
 
 // lookUp runs exec for keys and delivers the results, halving the keys when

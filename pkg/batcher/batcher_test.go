@@ -110,6 +110,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"zero entries", exec, Options{MaxDelay: time.Second}},
 		{"zero delay", exec, Options{MaxEntries: 1}},
 		{"negative timeout", exec, Options{MaxEntries: 1, MaxDelay: time.Second, ExecTimeout: -1}},
+		{"idle delay above the max", exec, Options{MaxEntries: 1, MaxDelay: time.Second, IdleDelay: 2 * time.Second}},
+		{"negative idle delay", exec, Options{MaxEntries: 1, MaxDelay: time.Second, IdleDelay: -1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -337,4 +339,42 @@ func TestClose(t *testing.T) {
 	}
 	b.Close() // a second Close is harmless
 	testutil.AssertNoGoroutines(t, "batcher.(*Batcher[")
+}
+
+// TestIdleDelay: with no call running, a batch waits only IdleDelay; while
+// one runs, the next gathers keys until it ends, then starts at once (after
+// IdleDelay), so a busy batcher sends one call per round trip.
+func TestIdleDelay(t *testing.T) {
+	rec := &recorder{gate: make(chan struct{}), entered: make(chan []string, 2)}
+	b, clock := newTestBatcher(t, rec, Options{IdleDelay: time.Millisecond})
+	first := b.submit(context.Background(), "a")
+	timer := clock.next(t)
+	if timer.d != time.Millisecond {
+		t.Fatalf("an idle batcher's batch waits %v, want IdleDelay", timer.d)
+	}
+	timer.fire()
+	<-rec.entered
+
+	// A call runs: the next batch gathers for up to MaxDelay...
+	second := b.submit(context.Background(), "b")
+	third := b.submit(context.Background(), "c")
+	timer = clock.next(t)
+	if timer.d != time.Hour {
+		t.Fatalf("a batch behind a running call waits %v, want MaxDelay", timer.d)
+	}
+	// ...and no longer than the call.
+	close(rec.gate)
+	if _, err := first(); err != nil {
+		t.Fatal(err)
+	}
+	<-timer.stopped
+	timer = clock.next(t)
+	if timer.d != time.Millisecond {
+		t.Fatalf("after the running call the batch waits %v, want IdleDelay", timer.d)
+	}
+	timer.fire()
+	waitAll([]func() (string, error){second, third})
+	if calls, want := rec.recorded(), [][]string{{"a"}, {"b", "c"}}; !slices.EqualFunc(calls, want, slices.Equal) {
+		t.Fatalf("exec calls = %v, want %v", calls, want)
+	}
 }

@@ -12,6 +12,7 @@ type manualClock struct {
 }
 
 type manualTimer struct {
+	d       time.Duration // what the batcher asked for
 	c       chan time.Time
 	stopped chan struct{}
 }
@@ -20,8 +21,8 @@ func newManualClock() *manualClock {
 	return &manualClock{started: make(chan *manualTimer, 100)}
 }
 
-func (m *manualClock) start(time.Duration) (<-chan time.Time, func()) {
-	t := &manualTimer{c: make(chan time.Time), stopped: make(chan struct{})}
+func (m *manualClock) start(d time.Duration) (<-chan time.Time, func()) {
+	t := &manualTimer{d: d, c: make(chan time.Time), stopped: make(chan struct{})}
 	m.started <- t
 	return t.c, func() { close(t.stopped) }
 }

@@ -18,23 +18,34 @@ import (
 // when EC2 refuses names as already in use.
 const maxDeviceNameAttempts = 3
 
+// attachSendKey is the sendLog key of the attaches of a multi-attach volume.
+func attachSendKey(volumeID string) string { return "attach/" + volumeID }
+
 // AttachVolume attaches a volume to an instance and waits until it is
 // attached; it returns the device name. An attachment already under way to
 // that instance is awaited rather than issued again.
-func (c *ec2Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string) (string, error) {
+func (c *ec2Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string, opts AttachOptions) (string, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	raw, err := c.describeVolume(ctx, volumeID)
 	if err != nil {
 		return "", err
 	}
+	if aws.ToBool(raw.MultiAttachEnabled) && !opts.Shared {
+		// EC2 would attach it beside another attachment; an attachment this
+		// process made a moment ago may not show in the read above.
+		if err := c.awaitAttachmentsSettled(ctx, volumeID, instanceID); err != nil {
+			return "", err
+		}
+	}
 	if a, ok := rawAttachmentTo(raw, instanceID); ok {
 		switch string(a.State) {
 		case attachmentAttached:
 			return aws.ToString(a.Device), nil
 		case attachmentAttaching:
+			// Begun by an earlier attempt: its stuck window runs from now.
 			klog.V(4).InfoS("Attachment already under way; waiting for it", "volumeID", volumeID, "instanceID", instanceID)
-			return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), attachStart(a))
+			return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), time.Now(), opts.Shared)
 		case attachmentDetaching:
 			// An earlier detach is still running; attach again once it is done.
 			if err := c.waitDetached(ctx, volumeID, instanceID); err != nil {
@@ -42,7 +53,7 @@ func (c *ec2Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string
 			}
 		}
 	}
-	if err := attachedElsewhere(toVolume(raw), instanceID); err != nil {
+	if err := attachedElsewhere(toVolume(raw), instanceID, opts.Shared); err != nil {
 		return "", err
 	}
 	inst, err := c.describeInstance(ctx, instanceID)
@@ -55,7 +66,7 @@ func (c *ec2Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string
 		if err != nil {
 			return "", fmt.Errorf("attach volume %s to instance %s: %w: %w", volumeID, instanceID, ErrLimitExceeded, err)
 		}
-		device, err := c.attachAs(ctx, volumeID, instanceID, lease)
+		device, err := c.attachAs(ctx, volumeID, instanceID, lease, opts.Shared)
 		lease.Release()
 		if !isDeviceInUse(err, lease.Name) || attempt == maxDeviceNameAttempts {
 			return device, err
@@ -69,12 +80,13 @@ func (c *ec2Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string
 // attachAs sends AttachVolume under the leased device name and waits until
 // the volume is attached. The lease is held by the caller until this returns,
 // because only then does DescribeInstances list the name as taken.
-func (c *ec2Cloud) attachAs(ctx context.Context, volumeID, instanceID string, lease *devicenames.Lease) (string, error) {
+func (c *ec2Cloud) attachAs(ctx context.Context, volumeID, instanceID string, lease *devicenames.Lease, shared bool) (string, error) {
 	klog.V(2).InfoS("Attaching volume", "volumeID", volumeID, "instanceID", instanceID, "device", lease.Name)
 	start := time.Now()
 	out, err := c.ec2.AttachVolume(ctx, &ec2.AttachVolumeInput{
 		VolumeId: aws.String(volumeID), InstanceId: aws.String(instanceID), Device: aws.String(lease.Name),
 	}, c.retry.use(opAttachVolume))
+	c.sends.record(attachSendKey(volumeID), err)
 	if err != nil {
 		if errorCode(err) != codeVolumeInUse {
 			return "", classify(opAttachVolume, err)
@@ -87,17 +99,18 @@ func (c *ec2Cloud) attachAs(ctx context.Context, volumeID, instanceID string, le
 		}
 		a, ok := rawAttachmentTo(raw, instanceID)
 		if !ok {
-			if elsewhere := attachedElsewhere(toVolume(raw), instanceID); elsewhere != nil {
+			if elsewhere := attachedElsewhere(toVolume(raw), instanceID, shared); elsewhere != nil {
 				return "", elsewhere
 			}
 			return "", classify(opAttachVolume, err)
 		}
-		return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), attachStart(a))
+		return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), start, shared)
 	}
-	if t := aws.ToTime(out.AttachTime); !t.IsZero() {
-		start = t
+	device := lease.Name
+	if d := aws.ToString(out.Device); d != "" {
+		device = d
 	}
-	device, err := c.waitAttached(ctx, volumeID, instanceID, lease.Name, start)
+	device, err = c.waitAttached(ctx, volumeID, instanceID, device, start, shared)
 	if errors.Is(err, errAttachStuck) {
 		// The guest may still hold the name; let later attaches try others.
 		c.devices.Reject(instanceID, lease.Name)
@@ -109,11 +122,13 @@ func (c *ec2Cloud) attachAs(ctx context.Context, volumeID, instanceID string, le
 var errAttachStuck = errors.New("attachment stuck")
 
 // waitAttached polls until the volume's attachment to the instance is
-// "attached". An attachment still "attaching" AttachStuckTimeout after it
-// began is detached, and the call fails, so that the next attempt starts
-// clean rather than waiting on an attachment that will not complete (the
-// classic cause is a device name the guest still holds).
-func (c *ec2Cloud) waitAttached(ctx context.Context, volumeID, instanceID, device string, started time.Time) (string, error) {
+// "attached". An attachment still "attaching" AttachStuckTimeout after
+// started (when this process sent AttachVolume, or first saw the
+// attachment under way, by its own clock: EC2's attach time may be off by
+// minutes) is detached, and the call fails, so that the next attempt
+// starts clean rather than waiting on an attachment that will not complete
+// (the classic cause is a device name the guest still holds).
+func (c *ec2Cloud) waitAttached(ctx context.Context, volumeID, instanceID, device string, started time.Time, shared bool) (string, error) {
 	err := c.poll(ctx, func(ctx context.Context) (bool, string, error) {
 		raw, err := c.describeVolume(ctx, volumeID)
 		if err != nil {
@@ -137,7 +152,7 @@ func (c *ec2Cloud) waitAttached(ctx context.Context, volumeID, instanceID, devic
 			}
 			return false, fmt.Sprintf("volume %s is attaching to instance %s as %s", volumeID, instanceID, device), nil
 		case !ok:
-			if elsewhere := attachedElsewhere(toVolume(raw), instanceID); elsewhere != nil {
+			if elsewhere := attachedElsewhere(toVolume(raw), instanceID, shared); elsewhere != nil {
 				return false, "", elsewhere
 			}
 			return false, "", fmt.Errorf("attachment of volume %s to instance %s vanished: %w", volumeID, instanceID, ErrConflict)
@@ -230,20 +245,31 @@ func rawAttachmentTo(v types.Volume, instanceID string) (types.VolumeAttachment,
 	return types.VolumeAttachment{}, false
 }
 
-// attachStart is when an attachment began, by EC2's clock, or now when EC2
-// does not say.
-func attachStart(a types.VolumeAttachment) time.Time {
-	if t := aws.ToTime(a.AttachTime); !t.IsZero() {
-		return t
+// awaitAttachmentsSettled reads a multi-attach volume's attachments until
+// one to another instance shows (AttachedElsewhereError) or the reads can
+// be trusted to show what this process attached lately (see sendLog).
+func (c *ec2Cloud) awaitAttachmentsSettled(ctx context.Context, volumeID, instanceID string) error {
+	var elsewhere error
+	_, err := c.awaitSettled(ctx, attachSendKey(volumeID), false, "an attachment of volume "+volumeID,
+		func(ctx context.Context) (bool, error) {
+			raw, err := c.describeVolume(ctx, volumeID)
+			if err != nil {
+				return false, err
+			}
+			elsewhere = attachedElsewhere(toVolume(raw), instanceID, false)
+			return elsewhere != nil, nil
+		})
+	if err != nil {
+		return err
 	}
-	return time.Now()
+	return elsewhere
 }
 
-// attachedElsewhere returns an *AttachedElsewhereError when a volume that is
-// not multi-attach is attached (or attaching, or still detaching) to another
-// instance.
-func attachedElsewhere(v *Volume, instanceID string) error {
-	if v.MultiAttach {
+// attachedElsewhere returns an *AttachedElsewhereError when a volume is
+// attached (or attaching, or still detaching) to another instance, unless
+// it is multi-attach and shared is set (multi-node access).
+func attachedElsewhere(v *Volume, instanceID string, shared bool) error {
+	if v.MultiAttach && shared {
 		return nil
 	}
 	var others []string

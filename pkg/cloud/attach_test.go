@@ -40,14 +40,14 @@ func TestAttachVolume(t *testing.T) {
 	vol := mustCreate(t, c, "pvc-1", zoneA)
 	shared := mustCreate(t, c, "pvc-shared", &CreateVolumeOptions{SizeGiB: 10, Zone: "us-east-1a", Type: VolumeTypeIO2, IOPS: 1000, MultiAttach: true})
 
-	device, err := c.AttachVolume(testContext(t), vol.ID, instanceA)
+	device, err := c.AttachVolume(testContext(t), vol.ID, instanceA, AttachOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(devicenames.Candidates(), device) {
 		t.Errorf("device %q is not one of the allocator's names", device)
 	}
-	again, err := c.AttachVolume(testContext(t), vol.ID, instanceA)
+	again, err := c.AttachVolume(testContext(t), vol.ID, instanceA, AttachOptions{})
 	if err != nil || again != device {
 		t.Fatalf("attaching again = %q, %v; want %q", again, err, device)
 	}
@@ -63,7 +63,7 @@ func TestAttachVolume(t *testing.T) {
 	}
 
 	t.Run("attached elsewhere", func(t *testing.T) {
-		_, err := c.AttachVolume(testContext(t), vol.ID, instanceB)
+		_, err := c.AttachVolume(testContext(t), vol.ID, instanceB, AttachOptions{})
 		var elsewhere *AttachedElsewhereError
 		if !errors.As(err, &elsewhere) || !errors.Is(err, ErrAttachedElsewhere) {
 			t.Fatalf("err = %v, want an AttachedElsewhereError", err)
@@ -73,10 +73,14 @@ func TestAttachVolume(t *testing.T) {
 		}
 	})
 	t.Run("multi-attach", func(t *testing.T) {
-		for _, inst := range []string{instanceA, instanceB} {
-			if _, err := c.AttachVolume(testContext(t), shared.ID, inst); err != nil {
-				t.Fatalf("attach to %s: %v", inst, err)
-			}
+		if _, err := c.AttachVolume(testContext(t), shared.ID, instanceA, AttachOptions{}); err != nil {
+			t.Fatalf("attach to %s: %v", instanceA, err)
+		}
+		// Not shared: one instance at a time, multi-attach or not.
+		_, err := c.AttachVolume(testContext(t), shared.ID, instanceB, AttachOptions{})
+		wantErr(t, err, ErrAttachedElsewhere)
+		if _, err := c.AttachVolume(testContext(t), shared.ID, instanceB, AttachOptions{Shared: true}); err != nil {
+			t.Fatalf("attach to %s, shared: %v", instanceB, err)
 		}
 		got, err := c.GetVolume(testContext(t), shared.ID)
 		if err != nil || len(got.Attachments) != 2 {
@@ -96,7 +100,7 @@ func TestAttachVolume(t *testing.T) {
 	}
 	for _, tc := range errorCases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.AttachVolume(testContext(t), tc.volume(), tc.instance)
+			_, err := c.AttachVolume(testContext(t), tc.volume(), tc.instance, AttachOptions{})
 			wantErr(t, err, tc.want)
 		})
 	}
@@ -112,7 +116,7 @@ func TestAttachAwaitsAttachmentInProgress(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	device, err := c.AttachVolume(testContext(t), vol.ID, inst)
+	device, err := c.AttachVolume(testContext(t), vol.ID, inst, AttachOptions{})
 	if err != nil || device != "/dev/xvdzz" {
 		t.Fatalf("AttachVolume = %q, %v; want the attachment in progress, /dev/xvdzz", device, err)
 	}
@@ -141,7 +145,7 @@ func TestAttachRetriesDeviceNameInUse(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, err := c.AttachVolume(testContext(t), vols[i], inst)
+			d, err := c.AttachVolume(testContext(t), vols[i], inst, AttachOptions{})
 			if err != nil {
 				t.Error(err)
 			}
@@ -177,7 +181,7 @@ func TestConcurrentAttachesToOneInstance(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, err := c.AttachVolume(testContext(t), vols[i], inst)
+			d, err := c.AttachVolume(testContext(t), vols[i], inst, AttachOptions{})
 			if err != nil {
 				t.Errorf("attach %s: %v", vols[i], err)
 			}
@@ -214,12 +218,12 @@ func TestStuckAttachIsDetached(t *testing.T) {
 	c := newCloud(t, env, cfg)
 	vol := mustCreate(t, c, "pvc-1", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
 	inst := env.LocalInstance().ID
-	_, err := c.AttachVolume(testContext(t), vol.ID, inst)
+	_, err := c.AttachVolume(testContext(t), vol.ID, inst, AttachOptions{})
 	wantErr(t, err, ErrUnavailable)
 	if n := env.Calls("DetachVolume"); n != 1 {
 		t.Fatalf("%d DetachVolume calls; the stuck attachment should have been detached", n)
 	}
-	device, err := c.AttachVolume(testContext(t), vol.ID, inst)
+	device, err := c.AttachVolume(testContext(t), vol.ID, inst, AttachOptions{})
 	if err != nil {
 		t.Fatalf("the retry after a stuck attach failed: %v", err)
 	}
@@ -236,12 +240,12 @@ func TestAttachmentLimit(t *testing.T) {
 	// 28 shared slots: the root volume and three network interfaces take 4.
 	for i := range 24 {
 		v := mustCreate(t, c, fmt.Sprintf("pvc-%d", i), &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
-		if _, err := c.AttachVolume(testContext(t), v.ID, inst); err != nil {
+		if _, err := c.AttachVolume(testContext(t), v.ID, inst, AttachOptions{}); err != nil {
 			t.Fatalf("attachment %d: %v", i, err)
 		}
 	}
 	v := mustCreate(t, c, "pvc-full", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
-	_, err := c.AttachVolume(testContext(t), v.ID, inst)
+	_, err := c.AttachVolume(testContext(t), v.ID, inst, AttachOptions{})
 	wantErr(t, err, ErrLimitExceeded)
 }
 
@@ -252,7 +256,7 @@ func TestDetachVolume(t *testing.T) {
 	attached := mustCreate(t, c, "pvc-1", zoneA)
 	onB := mustCreate(t, c, "pvc-2", zoneA)
 	for _, a := range []struct{ vol, inst string }{{attached.ID, instanceA}, {onB.ID, instanceB}} {
-		if _, err := c.AttachVolume(testContext(t), a.vol, a.inst); err != nil {
+		if _, err := c.AttachVolume(testContext(t), a.vol, a.inst, AttachOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -284,7 +288,7 @@ func TestDetachWaitsUntilDetached(t *testing.T) {
 	c, env := start(t, emulatortest.Options{Latencies: model.Latencies{Detach: 300 * time.Millisecond}})
 	vol := mustCreate(t, c, "pvc-1", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
 	inst := env.LocalInstance().ID
-	if _, err := c.AttachVolume(testContext(t), vol.ID, inst); err != nil {
+	if _, err := c.AttachVolume(testContext(t), vol.ID, inst, AttachOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.DetachVolume(testContext(t), vol.ID, inst); err != nil {
@@ -296,7 +300,7 @@ func TestDetachWaitsUntilDetached(t *testing.T) {
 		}
 	}
 	// A detach that is already running is awaited, not refused.
-	if _, err := c.AttachVolume(testContext(t), vol.ID, inst); err != nil {
+	if _, err := c.AttachVolume(testContext(t), vol.ID, inst, AttachOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := rawClient(env).DetachVolume(testContext(t), &ec2.DetachVolumeInput{VolumeId: aws.String(vol.ID)}); err != nil {

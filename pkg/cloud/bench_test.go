@@ -83,7 +83,7 @@ func volumeLifecycle(b *testing.B, c Cloud, name, instanceID string) {
 		b.Error(err)
 		return
 	}
-	if _, err := c.AttachVolume(ctx, v.ID, instanceID); err != nil {
+	if _, err := c.AttachVolume(ctx, v.ID, instanceID, AttachOptions{}); err != nil {
 		b.Error(err)
 		return
 	}

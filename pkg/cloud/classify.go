@@ -176,6 +176,22 @@ func errorCode(err error) string {
 	return ""
 }
 
+// refused reports whether a failed request was certainly not applied: EC2
+// answered it with an error of the request (HTTP 4xx) or throttled it.
+// After a server error, a dropped connection or a timeout the request may
+// have been applied; only a later read can tell.
+func refused(err error) bool {
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	if isThrottle(apiErr.ErrorCode()) {
+		return true
+	}
+	status := httpStatus(err)
+	return status >= http.StatusBadRequest && status < http.StatusInternalServerError
+}
+
 // isThrottle reports whether an EC2 error code means the request rate was
 // too high; the SDK's retryer uses the same list.
 func isThrottle(code string) bool {

@@ -50,17 +50,23 @@ type Cloud interface {
 	GetVolumeByName(ctx context.Context, name string) (*Volume, error)
 	// ListVolumes returns one page of volumes.
 	ListVolumes(ctx context.Context, opts ListOptions) (*VolumePage, error)
+	// VolumeStatuses returns EC2's status checks, events and initialization
+	// progress of volumes (DescribeVolumeStatus), batched with concurrent
+	// lookups so that a page of volumes costs one call, not one per volume.
+	// A volume the cloud does not know is missing from the answer.
+	VolumeStatuses(ctx context.Context, volumeIDs []string) (map[string]*VolumeStatus, error)
 	// ModifyVolume changes size, type, IOPS or throughput and waits until the
-	// modification is optimizing or completed. Asking for what the volume
-	// already is does nothing; a modification in progress is awaited, not
-	// issued again.
+	// modification is optimizing or completed. The size is a minimum: asking
+	// for what the volume already is, or is becoming, does nothing; a
+	// modification in progress is awaited, not issued again.
 	ModifyVolume(ctx context.Context, volumeID string, mod VolumeModification) (*Volume, error)
 
 	// AttachVolume attaches a volume to an instance, waits until attached and
 	// returns the device name (e.g. /dev/xvdaa). Attaching a volume that is
 	// already attached to that instance returns its device. A volume attached
-	// to another instance (and not multi-attach) is ErrAttachedElsewhere.
-	AttachVolume(ctx context.Context, volumeID, instanceID string) (devicePath string, err error)
+	// to another instance is ErrAttachedElsewhere, unless it is multi-attach
+	// and opts.Shared is set.
+	AttachVolume(ctx context.Context, volumeID, instanceID string, opts AttachOptions) (devicePath string, err error)
 	// DetachVolume detaches a volume from an instance and waits until it is
 	// detached. A volume or instance that no longer exists, or a volume not
 	// attached to that instance, is ErrNotFound.
@@ -131,6 +137,14 @@ type CreateVolumeOptions struct {
 	Tags map[string]string
 }
 
+// AttachOptions says how a volume may be attached.
+type AttachOptions struct {
+	// Shared lets a multi-attach volume be attached to an instance while it
+	// is attached to others: multi-node access. Without it a volume is
+	// served to one instance at a time, multi-attach or not.
+	Shared bool
+}
+
 // VolumeModification is a change to a volume; zero fields stay as they are.
 type VolumeModification struct {
 	SizeGiB    int32
@@ -172,6 +186,9 @@ type Attachment struct {
 	DevicePath string
 	// State is attaching, attached, detaching or detached.
 	State string
+	// DeleteOnTermination is set for volumes the instance was launched
+	// with (its root volume among them); never for attachments Diskplane makes.
+	DeleteOnTermination bool
 }
 
 // Snapshot is a point-in-time copy of a volume.
@@ -183,9 +200,11 @@ type Snapshot struct {
 	// State is pending, completed, error (or recovering / recoverable).
 	State string
 	// Ready is true once the snapshot can be restored from.
-	Ready     bool
-	Tags      map[string]string
-	CreatedAt time.Time
+	Ready bool
+	// StateMessage is EC2's reason for a snapshot in "error".
+	StateMessage string
+	Tags         map[string]string
+	CreatedAt    time.Time
 }
 
 // CreateSnapshotOptions describes a new snapshot.
@@ -200,8 +219,6 @@ type ListOptions struct {
 	MaxResults int32
 	// NextToken continues a previous page; empty starts from the beginning.
 	NextToken string
-	// TagKey, when set, lists only volumes that carry this tag key.
-	TagKey string
 }
 
 // SnapshotListOptions selects one page of snapshots.

@@ -34,17 +34,27 @@ type Config struct {
 	// Registerer receives the EC2 API metrics; nil registers none.
 	Registerer prometheus.Registerer
 
-	// BatchMaxDelay is how long a Describe lookup waits for others to join
-	// its batch (default 200ms). Longer means fewer EC2 calls under load,
-	// and more latency for every lookup.
+	// BatchMaxDelay is the longest a Describe lookup waits for others to
+	// join its batch (default 200ms): how long it may wait behind a call
+	// still under way. Longer means fewer EC2 calls under load.
 	BatchMaxDelay time.Duration
+	// BatchIdleDelay is how long a Describe lookup gathers others when no
+	// call of its kind is under way (default 5ms): enough for the pollers a
+	// poll tick wakes together to share one call, without adding a window
+	// to every lookup.
+	BatchIdleDelay time.Duration
 	// DisableBatching sends every Describe lookup on its own.
 	DisableBatching bool
 
 	// PollInterval is the first pause between Describe calls while waiting
-	// for a state change (default 500ms); the pause grows by half each time.
-	// Most changes take a second or two, and the lookups are batched.
+	// for a state change (default 250ms); the pause grows by half each time.
+	// A wait for a change EC2 has made before is first looked at when the
+	// changes of its kind recently took, and only then with these pauses.
 	PollInterval time.Duration
+	// PollGrid aligns every look of a wait to a multiple of it on the
+	// clock (default 100ms), so that concurrent waits look at the same
+	// moments and share their Describe calls.
+	PollGrid time.Duration
 	// PollMaxInterval caps that pause (default 5s), so a slow change is
 	// still noticed within seconds of happening.
 	PollMaxInterval time.Duration
@@ -52,10 +62,13 @@ type Config struct {
 	// began is detached and reported as an error, so the next retry starts
 	// clean instead of waiting forever (default 90s).
 	AttachStuckTimeout time.Duration
-	// VolumeVisibilityTimeout is how long after its creation a volume may be
-	// missing from DescribeVolumes (EC2 is eventually consistent) before it
-	// is taken to be gone (default 2m).
-	VolumeVisibilityTimeout time.Duration
+	// VisibilityTimeout bounds EC2's eventual consistency: how long after
+	// the request that made it a volume, snapshot or modification may be
+	// missing from EC2's reads (default 2m). A volume still missing that long
+	// after CreateVolume was sent is taken to be gone; until that long after
+	// a request that may have made something, a lookup that finds nothing
+	// does not allow making it again. Measured by the controller's clock.
+	VisibilityTimeout time.Duration
 	// MaxRetryBackoff caps the pause between retries of one EC2 call
 	// (default 10s). The number of retries is bounded only by the context.
 	MaxRetryBackoff time.Duration
@@ -73,6 +86,10 @@ type Config struct {
 	DeviceNameRejectionTTL time.Duration
 }
 
+// DefaultVisibilityTimeout is Config.VisibilityTimeout's default: EC2's
+// reads usually catch up within seconds; two minutes covers its slow days.
+const DefaultVisibilityTimeout = 2 * time.Minute
+
 // withDefaults fills the zero fields.
 func (c Config) withDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
@@ -81,16 +98,19 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	def(&c.BatchMaxDelay, 200*time.Millisecond)
-	def(&c.PollInterval, 500*time.Millisecond)
+	def(&c.BatchIdleDelay, 5*time.Millisecond)
+	def(&c.PollInterval, 250*time.Millisecond)
+	def(&c.PollGrid, 100*time.Millisecond)
 	def(&c.PollMaxInterval, 5*time.Second)
 	def(&c.AttachStuckTimeout, 90*time.Second)
-	def(&c.VolumeVisibilityTimeout, 2*time.Minute)
+	def(&c.VisibilityTimeout, DefaultVisibilityTimeout)
 	def(&c.MaxRetryBackoff, 10*time.Second)
 	def(&c.DefaultTimeout, 5*time.Minute)
 	def(&c.HealthCheckInterval, time.Minute)
 	def(&c.ZoneCacheTTL, 10*time.Minute)
 	def(&c.DeviceNameRejectionTTL, time.Hour)
 	c.PollMaxInterval = max(c.PollMaxInterval, c.PollInterval)
+	c.BatchIdleDelay = min(c.BatchIdleDelay, c.BatchMaxDelay)
 	return c
 }
 
@@ -101,8 +121,12 @@ type ec2Cloud struct {
 	retry   *retryers
 	devices *devicenames.Allocator
 	lookups *lookups
-	zones   cached[[]Zone]
-	health  cached[struct{}]
+	// latencies learns how long EC2's state changes take (waitTransition).
+	latencies *latencies
+	sends     *sendLog
+	tokens    *tokenHints
+	zones     cached[[]Zone]
+	health    cached[struct{}]
 }
 
 var _ Cloud = (*ec2Cloud)(nil)
@@ -175,12 +199,15 @@ func NewFromAWSConfig(awsCfg aws.Config, cfg Config) (Cloud, error) {
 		}
 	})
 	c := &ec2Cloud{
-		cfg:     cfg,
-		ec2:     client,
-		retry:   retry,
-		devices: devicenames.NewAllocator(cfg.DeviceNameRejectionTTL),
-		zones:   cached[[]Zone]{ttl: cfg.ZoneCacheTTL},
-		health:  cached[struct{}]{ttl: cfg.HealthCheckInterval},
+		cfg:       cfg,
+		ec2:       client,
+		retry:     retry,
+		devices:   devicenames.NewAllocator(cfg.DeviceNameRejectionTTL),
+		latencies: newLatencies(),
+		sends:     newSendLog(cfg.VisibilityTimeout),
+		tokens:    newTokenHints(),
+		zones:     cached[[]Zone]{ttl: cfg.ZoneCacheTTL},
+		health:    cached[struct{}]{ttl: cfg.HealthCheckInterval},
 	}
 	if c.lookups, err = newLookups(c); err != nil {
 		return nil, err

@@ -48,9 +48,10 @@ func toVolume(v types.Volume) *Volume {
 	}
 	for _, a := range v.Attachments {
 		vol.Attachments = append(vol.Attachments, Attachment{
-			InstanceID: aws.ToString(a.InstanceId),
-			DevicePath: aws.ToString(a.Device),
-			State:      string(a.State),
+			InstanceID:          aws.ToString(a.InstanceId),
+			DevicePath:          aws.ToString(a.Device),
+			State:               string(a.State),
+			DeleteOnTermination: aws.ToBool(a.DeleteOnTermination),
 		})
 	}
 	return vol
@@ -65,6 +66,7 @@ func toSnapshot(s types.Snapshot) *Snapshot {
 		SizeGiB:        aws.ToInt32(s.VolumeSize),
 		State:          string(s.State),
 		Ready:          string(s.State) == snapshotCompleted,
+		StateMessage:   aws.ToString(s.StateMessage),
 		Tags:           tagMap(s.Tags),
 		CreatedAt:      aws.ToTime(s.StartTime),
 	}

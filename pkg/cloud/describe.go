@@ -39,6 +39,7 @@ type lookups struct {
 	snapshots       *batcher.Batcher[string, types.Snapshot]
 	snapshotsByName *batcher.Batcher[string, []types.Snapshot]
 	modifications   *batcher.Batcher[string, types.VolumeModification]
+	statuses        *batcher.Batcher[string, types.VolumeStatusItem]
 	closers         []func()
 }
 
@@ -47,7 +48,7 @@ func newLookups(c *ec2Cloud) (*lookups, error) {
 		if c.cfg.DisableBatching {
 			size = 1
 		}
-		o := batcher.Options{Name: name, MaxEntries: size, MaxDelay: c.cfg.BatchMaxDelay, ExecTimeout: batchTimeout}
+		o := batcher.Options{Name: name, MaxEntries: size, MaxDelay: c.cfg.BatchMaxDelay, IdleDelay: c.cfg.BatchIdleDelay, ExecTimeout: batchTimeout}
 		if len(splitCodes) > 0 {
 			o.SplitOnError = func(err error) bool {
 				code := errorCode(err)
@@ -94,6 +95,11 @@ func newLookups(c *ec2Cloud) (*lookups, error) {
 		return fail(err)
 	}
 	l.closers = append(l.closers, l.modifications.Close)
+	if l.statuses, err = batcher.New(c.describeVolumeStatusByID, opts("DescribeVolumeStatus", describeVolumeStatusBatchMax,
+		codeInvalidVolumeNotFound, "InvalidVolume.Malformed", "InvalidVolumeID.Malformed", "InvalidID")); err != nil {
+		return fail(err)
+	}
+	l.closers = append(l.closers, l.statuses.Close)
 	return l, nil
 }
 

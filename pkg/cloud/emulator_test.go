@@ -22,6 +22,9 @@ func testConfig() Config {
 		PollInterval:    5 * time.Millisecond,
 		PollMaxInterval: 50 * time.Millisecond,
 		MaxRetryBackoff: 100 * time.Millisecond,
+		// Longer than any eventual consistency a test sets (1 s), short
+		// enough that a new snapshot name right after start waits little.
+		VisibilityTimeout: 1500 * time.Millisecond,
 	}
 }
 

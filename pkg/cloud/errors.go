@@ -34,6 +34,12 @@ var (
 	// when the caller's deadline came. The work goes on in the cloud; the
 	// same call again continues waiting where this one stopped.
 	ErrInProgress = errors.New("still in progress")
+	// ErrRetryLater: the cloud cannot give a safe answer yet. What an
+	// earlier attempt may have made does not show in EC2's eventually
+	// consistent reads yet, or what it made failed and the next attempt
+	// makes it anew. It is not a failure of the request: the same call
+	// later goes on from where this one stopped.
+	ErrRetryLater = errors.New("try again later")
 	// ErrPermissionDenied: the cloud refused the credentials, or their policy
 	// does not allow the call (a KMS key included). Retrying does not help;
 	// an operator has to fix the IAM policy or the credentials.

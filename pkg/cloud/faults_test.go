@@ -27,7 +27,7 @@ func lifecycle(t *testing.T, c Cloud, instanceID string, n int) {
 				t.Errorf("create %d: %v", i, err)
 				return
 			}
-			if _, err := c.AttachVolume(ctx, v.ID, instanceID); err != nil {
+			if _, err := c.AttachVolume(ctx, v.ID, instanceID, AttachOptions{}); err != nil {
 				t.Errorf("attach %s: %v", v.ID, err)
 				return
 			}
@@ -101,13 +101,13 @@ func TestWaitEndsWithTheDeadline(t *testing.T) {
 	vol := mustCreate(t, c, "pvc-1", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err := c.AttachVolume(ctx, vol.ID, env.LocalInstance().ID)
+	_, err := c.AttachVolume(ctx, vol.ID, env.LocalInstance().ID, AttachOptions{})
 	if !errors.Is(err, ErrInProgress) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want ErrInProgress and the deadline", err)
 	}
 	// The next call picks the attachment up where this one stopped.
 	env.Cloud().ReleaseStuckAttachments()
-	if _, err := c.AttachVolume(testContext(t), vol.ID, env.LocalInstance().ID); err != nil {
+	if _, err := c.AttachVolume(testContext(t), vol.ID, env.LocalInstance().ID, AttachOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := env.Calls("AttachVolume"); n != 1 {

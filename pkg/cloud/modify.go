@@ -20,15 +20,56 @@ const (
 	modificationFailed     = string(types.VolumeModificationStateFailed)
 )
 
+// modifySendKey is the sendLog key of the ModifyVolume requests of a volume.
+func modifySendKey(volumeID string) string { return "modify/" + volumeID }
+
 // ModifyVolume changes a volume's size, type, IOPS or throughput and waits
 // until EC2 says "optimizing" (the volume already has its new settings) or
-// "completed". Asking for what the volume already is, or is already
-// becoming, sends nothing: EC2 would count it against the volume's few
-// modifications a day. A modification in progress towards other settings is
-// ErrConflict, since EC2 takes one at a time.
+// "completed". A size is a minimum (volumes only grow). Asking for what the
+// volume already is, or is already becoming, sends nothing: EC2 would count
+// it against the volume's few modifications a day. A modification in progress towards other settings is
+// ErrConflict, since EC2 takes one at a time. ModifyVolume has no
+// ClientToken, so it is never repeated blindly: after a failure that may
+// have been applied, and while this process's last request for the volume
+// may not show in EC2's reads yet, the volume's latest modification is read
+// until it shows the request or the reads can be trusted (see sendLog).
 func (c *ec2Cloud) ModifyVolume(ctx context.Context, volumeID string, mod VolumeModification) (*Volume, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
+	for {
+		vol, err := c.modifyOnce(ctx, volumeID, mod)
+		if !errors.Is(err, errMaybeApplied) {
+			return vol, err
+		}
+		klog.InfoS("ModifyVolume failed and may have been applied; reading the volume's modification before asking again",
+			"volumeID", volumeID, "err", err)
+	}
+}
+
+// errMaybeApplied marks a request that failed in a way that may have been
+// applied (see refused).
+var errMaybeApplied = errors.New("the request may have been applied")
+
+// modifyOnce is one pass of ModifyVolume: it waits for a modification it
+// finds towards the request's settings, and otherwise sends one.
+func (c *ec2Cloud) modifyOnce(ctx context.Context, volumeID string, mod VolumeModification) (*Volume, error) {
+	key := modifySendKey(volumeID)
+	if c.sends.unsettled(key, false) > 0 {
+		// This process asked for a modification of the volume a moment ago:
+		// until EC2's reads show it, reading nothing proves nothing.
+		if _, err := c.awaitSettled(ctx, key, false, "a modification of volume "+volumeID, func(ctx context.Context) (bool, error) {
+			m, err := c.describeModification(ctx, volumeID)
+			if errors.Is(err, ErrNotFound) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			return coversRequest(m, mod), nil
+		}); err != nil {
+			return nil, err
+		}
+	}
 	raw, err := c.describeVolume(ctx, volumeID)
 	if err != nil {
 		return nil, err
@@ -46,7 +87,8 @@ func (c *ec2Cloud) ModifyVolume(ctx context.Context, volumeID string, mod Volume
 		applyTargets(vol, latest)
 	}
 	if mod.SizeGiB != 0 && mod.SizeGiB < vol.SizeGiB {
-		return nil, fmt.Errorf("volume %s is %d GiB; it cannot shrink to %d GiB: %w", volumeID, vol.SizeGiB, mod.SizeGiB, ErrInvalidArgument)
+		// A size is a minimum: the volume is, or is becoming, larger.
+		mod.SizeGiB = 0
 	}
 	if !changes(vol, mod) {
 		if hasLatest && state == modificationModifying {
@@ -75,8 +117,12 @@ func (c *ec2Cloud) ModifyVolume(ctx context.Context, volumeID string, mod Volume
 	klog.V(2).InfoS("Modifying volume", "volumeID", volumeID, "sizeGiB", mod.SizeGiB, "type", mod.Type,
 		"iops", mod.IOPS, "throughput", mod.Throughput)
 	out, err := c.ec2.ModifyVolume(ctx, in, c.retry.use(opModifyVolume))
+	c.sends.record(key, err)
 	if err != nil {
-		return nil, classify(opModifyVolume, err)
+		if refused(err) || ctx.Err() != nil {
+			return nil, classify(opModifyVolume, err)
+		}
+		return nil, fmt.Errorf("%w: %w", errMaybeApplied, classify(opModifyVolume, err))
 	}
 	var started time.Time
 	if out.VolumeModification != nil {
@@ -97,6 +143,20 @@ func changes(v *Volume, mod VolumeModification) bool {
 		(mod.Type != "" && mod.Type != v.Type) ||
 		(mod.IOPS != 0 && mod.IOPS != v.IOPS) ||
 		(mod.Throughput != 0 && mod.Throughput != v.Throughput)
+}
+
+// coversRequest reports whether a modification that is under way or done
+// gives the volume everything the request asks for.
+func coversRequest(m types.VolumeModification, mod VolumeModification) bool {
+	if string(m.ModificationState) == modificationFailed {
+		return false
+	}
+	v := &Volume{}
+	applyTargets(v, m)
+	return (mod.SizeGiB == 0 || v.SizeGiB >= mod.SizeGiB) &&
+		(mod.Type == "" || v.Type == mod.Type) &&
+		(mod.IOPS == 0 || v.IOPS == mod.IOPS) &&
+		(mod.Throughput == 0 || v.Throughput == mod.Throughput)
 }
 
 // applyTargets overlays a modification's target settings on a volume.

@@ -40,10 +40,18 @@ type retryers struct {
 	mutating map[string]aws.Retryer
 }
 
+// applyOnceOperations are the mutating operations that neither take a
+// ClientToken nor are harmless to repeat: a second CreateSnapshot makes a
+// second snapshot, a second ModifyVolume a second modification (one of the
+// volume's few a day). Their retryers retry only throttling, which EC2
+// answers before doing anything; after any other failure the request may
+// have been applied, and the cloud layer looks before it asks again.
+var applyOnceOperations = map[string]bool{opCreateSnapshot: true, opModifyVolume: true}
+
 func newRetryers(maxBackoff time.Duration) *retryers {
-	r := &retryers{reads: newAdaptiveRetryer(maxBackoff), mutating: map[string]aws.Retryer{}}
+	r := &retryers{reads: newAdaptiveRetryer(maxBackoff, false), mutating: map[string]aws.Retryer{}}
 	for _, op := range mutatingOperations {
-		r.mutating[op] = newAdaptiveRetryer(maxBackoff)
+		r.mutating[op] = newAdaptiveRetryer(maxBackoff, applyOnceOperations[op])
 	}
 	return r
 }
@@ -59,12 +67,17 @@ var serverErrorCodes = map[string]struct{}{
 // attempts and no retry quota: the caller's context deadline is what ends a
 // call that keeps failing (a CSI sidecar gives every call a deadline and
 // retries it later), so a throttling burst delays calls instead of failing
-// them. Backoff between attempts grows up to maxBackoff.
-func newAdaptiveRetryer(maxBackoff time.Duration) aws.Retryer {
+// them. Backoff between attempts grows up to maxBackoff. throttlesOnly
+// retries nothing but throttling (see applyOnceOperations).
+func newAdaptiveRetryer(maxBackoff time.Duration, throttlesOnly bool) aws.Retryer {
 	adaptive := retry.NewAdaptiveMode(func(o *retry.AdaptiveModeOptions) {
 		o.StandardOptions = append(o.StandardOptions, func(so *retry.StandardOptions) {
 			so.MaxBackoff = maxBackoff
 			so.RateLimiter = ratelimit.None
+			if throttlesOnly {
+				so.Retryables = []retry.IsErrorRetryable{retry.RetryableErrorCode{Codes: retry.DefaultThrottleErrorCodes}}
+				return
+			}
 			so.Retryables = append(so.Retryables, retry.RetryableErrorCode{Codes: serverErrorCodes})
 		})
 	})

@@ -13,37 +13,79 @@ import (
 	"k8s.io/klog/v2"
 )
 
+// snapshotSendKey is the sendLog key of the CreateSnapshot requests of a name.
+func snapshotSendKey(name string) string { return "snapshot/" + name }
+
 // CreateSnapshot snapshots a volume for the CSI snapshot name. EC2's
 // CreateSnapshot has no ClientToken, so the name tag is what makes it
 // idempotent: a snapshot already carrying the name is returned when it is of
-// the same volume and is ErrAlreadyExists when it is of another. A snapshot
-// of that name that failed is deleted and made again. It does not wait for
-// the snapshot to complete.
+// the same volume and is ErrAlreadyExists when it is of another. One of that
+// name that failed is an error (ErrUnexpected) and is left for the caller
+// to delete by its ID: the caller may hold that ID from an earlier answer,
+// so a replacement under another ID would leave it pointing at nothing and
+// the replacement unaccounted for. The request is never repeated blindly:
+// after a failure that may have been applied (a server error, a dropped
+// connection, a timeout), and while a request for the name, this process's
+// or a previous one's, is recent enough that EC2's reads may not show its
+// snapshot yet, the name is looked up until the snapshot shows or the reads
+// can be trusted (see sendLog). It does not wait for the snapshot to
+// complete.
 func (c *ec2Cloud) CreateSnapshot(ctx context.Context, name, sourceVolumeID string, opts *CreateSnapshotOptions) (*Snapshot, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	if name == "" || sourceVolumeID == "" {
 		return nil, fmt.Errorf("a snapshot needs a name and a source volume: %w", ErrInvalidArgument)
 	}
+	key := snapshotSendKey(name)
+	for {
+		var snap *Snapshot
+		found, err := c.awaitSettled(ctx, key, true, "a snapshot named "+name, func(ctx context.Context) (bool, error) {
+			s, err := c.snapshotNamed(ctx, name, sourceVolumeID)
+			snap = s
+			return s != nil, err
+		})
+		if err != nil || found {
+			return snap, err
+		}
+		snap, err = c.sendCreateSnapshot(ctx, name, sourceVolumeID, opts)
+		switch {
+		case err == nil:
+			return snap, nil
+		case refused(err) || ctx.Err() != nil:
+			return nil, classify(opCreateSnapshot, err)
+		}
+		klog.InfoS("CreateSnapshot failed and may have been applied; looking for the snapshot by name before asking again",
+			"name", name, "volumeID", sourceVolumeID, "err", err)
+	}
+}
+
+// snapshotNamed returns the snapshot that carries name, or nil when there
+// is none: one of another volume is ErrAlreadyExists, one that failed
+// ErrUnexpected.
+func (c *ec2Cloud) snapshotNamed(ctx context.Context, name, sourceVolumeID string) (*Snapshot, error) {
 	existing, err := c.snapshotsNamed(ctx, name)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
 	for _, s := range existing {
 		switch {
-		case s.State == snapshotError:
-			klog.InfoS("Snapshot with this name failed; deleting it and taking a new one", "name", name, "snapshotID", s.ID)
-			if err := c.DeleteSnapshot(ctx, s.ID); err != nil && !errors.Is(err, ErrNotFound) {
-				return nil, fmt.Errorf("delete failed snapshot %s: %w", s.ID, err)
-			}
 		case s.SourceVolumeID != sourceVolumeID:
 			return nil, fmt.Errorf("snapshot name %q is taken by %s, a snapshot of volume %s, not %s: %w",
 				name, s.ID, s.SourceVolumeID, sourceVolumeID, ErrAlreadyExists)
+		case s.State == snapshotError:
+			return nil, fmt.Errorf("snapshot %s (%q) of volume %s failed in EC2 (%s); delete it (deleting the VolumeSnapshot does) and take a new one: %w",
+				s.ID, name, sourceVolumeID, s.StateMessage, ErrUnexpected)
 		default:
 			klog.V(4).InfoS("Snapshot with this name exists", "name", name, "snapshotID", s.ID, "state", s.State)
 			return s, nil
 		}
 	}
+	return nil, nil
+}
+
+// sendCreateSnapshot sends one CreateSnapshot (retried only when
+// throttled) and records it in the sendLog unless EC2 refused it.
+func (c *ec2Cloud) sendCreateSnapshot(ctx context.Context, name, sourceVolumeID string, opts *CreateSnapshotOptions) (*Snapshot, error) {
 	tags := map[string]string{}
 	if opts != nil {
 		maps.Copy(tags, opts.Tags)
@@ -54,8 +96,9 @@ func (c *ec2Cloud) CreateSnapshot(ctx context.Context, name, sourceVolumeID stri
 		VolumeId:          aws.String(sourceVolumeID),
 		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeSnapshot, Tags: ec2Tags(tags)}},
 	}, c.retry.use(opCreateSnapshot))
+	c.sends.record(snapshotSendKey(name), err)
 	if err != nil {
-		return nil, classify(opCreateSnapshot, err)
+		return nil, err
 	}
 	snap := toSnapshot(types.Snapshot{
 		SnapshotId: out.SnapshotId, VolumeId: out.VolumeId, VolumeSize: out.VolumeSize, State: out.State,

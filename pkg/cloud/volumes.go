@@ -21,6 +21,9 @@ import (
 // DescribeVolumes for longer than EC2's eventual consistency explains.
 var errVolumeLost = errors.New("volume lost")
 
+// volumeSendKey is the sendLog key of the CreateVolume requests of a name.
+func volumeSendKey(name string) string { return "volume/" + name }
+
 // volumeRequest is a validated CreateVolume request with everything derived
 // from it; building the EC2 input from it is deterministic, so a retry
 // sends EC2 exactly the same parameters (EC2 compares them per ClientToken).
@@ -38,9 +41,9 @@ type volumeRequest struct {
 // CreateVolume creates a volume for the CSI volume name and waits until it
 // is available. A live volume carrying the name is returned when it matches
 // the request (and is ErrAlreadyExists when it does not); otherwise the
-// volume is created with the name's ClientToken sequence (see
-// withClientTokens), so neither a retry nor a restarted controller ever makes
-// a second volume for one name.
+// volume is created with the name's ClientToken sequence (see clientToken),
+// so neither a retry nor a restarted controller ever makes a second volume
+// for one name, whatever changed between attempts.
 func (c *ec2Cloud) CreateVolume(ctx context.Context, name string, opts *CreateVolumeOptions) (*Volume, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
@@ -55,9 +58,11 @@ func (c *ec2Cloud) CreateVolume(ctx context.Context, name string, opts *CreateVo
 	if err != nil || vol != nil {
 		return vol, err
 	}
-	return withClientTokens(name, func(n int, token string) (*Volume, error) {
-		return c.createWithToken(ctx, req, n, token)
-	})
+	vol, err = c.createWithTokens(ctx, req)
+	if err == nil {
+		c.tokens.done(name)
+	}
+	return vol, err
 }
 
 // newVolumeRequest validates the options and works out the rest: the type,
@@ -190,7 +195,7 @@ func (c *ec2Cloud) existingVolume(ctx context.Context, req *volumeRequest) (*Vol
 			continue
 		}
 		klog.V(4).InfoS("Volume with this name exists", "name", req.name, "volumeID", v.ID, "state", v.State)
-		vol, err := c.waitVolumeAvailable(ctx, v.ID, v.CreatedAt)
+		vol, err := c.waitVolumeAvailable(ctx, v.ID, time.Now())
 		if errors.Is(err, errVolumeLost) {
 			continue
 		}
@@ -203,36 +208,83 @@ func (c *ec2Cloud) existingVolume(ctx context.Context, req *volumeRequest) (*Vol
 		req.name, strings.Join(diffs, "; "), ErrAlreadyExists)
 }
 
-// createWithToken makes the volume with one ClientToken and waits until it
-// is available. A token EC2 refuses, or whose volume is lost, is spent.
-func (c *ec2Cloud) createWithToken(ctx context.Context, req *volumeRequest, n int, token string) (*Volume, error) {
-	klog.V(2).InfoS("Creating volume", "name", req.name, "clientToken", n, "type", req.volType,
-		"sizeGiB", req.opts.SizeGiB, "zone", req.zone+req.zoneID, "snapshotID", req.opts.SnapshotID, "sourceVolumeID", req.opts.SourceVolumeID)
-	created, err := c.sendCreate(ctx, req, token)
-	if errorCode(err) == codeIdempotentParameterMismatch {
-		klog.InfoS("Client token already used with other parameters or for a volume that is gone; trying the next one",
-			"name", req.name, "clientToken", n)
-		return nil, fmt.Errorf("token %d: %w: %w", n, errTokenSpent, classify(opCreateVolume, err))
-	}
-	if err != nil {
-		return nil, err
-	}
-	vol, err := c.waitVolumeAvailable(ctx, created.ID, created.CreatedAt)
-	if errors.Is(err, errVolumeLost) {
-		klog.InfoS("Volume made with this client token is lost; trying the next token", "name", req.name,
-			"clientToken", n, "volumeID", created.ID, "err", err)
-		if vol != nil && vol.State == volumeError {
-			// A volume in "error" holds no data; do not leave it to pile up.
-			if derr := c.DeleteVolume(ctx, vol.ID); derr != nil && !errors.Is(derr, ErrNotFound) {
-				klog.ErrorS(derr, "Could not delete a failed volume", "volumeID", vol.ID)
+// createWithTokens walks the name's ClientTokens from the first one not
+// known to be spent (see clientToken) and makes the volume with the first
+// one EC2 takes: a new token makes it, a token an earlier attempt used with
+// the same parameters returns that attempt's volume. It waits until the
+// volume is available.
+func (c *ec2Cloud) createWithTokens(ctx context.Context, req *volumeRequest) (*Volume, error) {
+	key := volumeSendKey(req.name)
+	first := c.tokens.next(req.name)
+	for n := first; n < first+tokensPerCall; n++ {
+		klog.V(2).InfoS("Creating volume", "name", req.name, "clientToken", n, "type", req.volType,
+			"sizeGiB", req.opts.SizeGiB, "zone", req.zone+req.zoneID, "snapshotID", req.opts.SnapshotID, "sourceVolumeID", req.opts.SourceVolumeID)
+		created, err := c.sendCreate(ctx, req, clientToken(req.name, n))
+		answered := time.Now()
+		c.sends.record(key, err)
+		if errorCode(err) == codeIdempotentParameterMismatch {
+			vol, err := c.tokenRefused(ctx, req, n)
+			if err != nil || vol != nil {
+				return vol, err
 			}
+			continue
 		}
-		return nil, fmt.Errorf("token %d: %w: %w", n, errTokenSpent, err)
+		if err != nil {
+			return nil, err
+		}
+		vol, err := c.waitVolumeAvailable(ctx, created.ID, answered)
+		if errors.Is(err, errVolumeLost) {
+			return nil, c.volumeFailed(ctx, req, n, vol, err)
+		}
+		if err == nil {
+			klog.V(2).InfoS("Volume available", "name", req.name, "volumeID", vol.ID, "zone", vol.Zone)
+		}
+		return vol, err
 	}
-	if err == nil {
-		klog.V(2).InfoS("Volume available", "name", req.name, "volumeID", vol.ID, "zone", vol.Zone)
+	return nil, fmt.Errorf("volume %q: EC2 refused client tokens %d to %d (each one's volume is gone); the next attempt goes on from token %d: %w",
+		req.name, first, first+tokensPerCall-1, first+tokensPerCall, ErrRetryLater)
+}
+
+// tokenRefused handles EC2's IdempotentParameterMismatch for token n: the
+// token was used with other parameters, or its volume is gone. Before the
+// walk moves on, the name is looked up again: a live volume carrying it is
+// the one (returned, or ErrAlreadyExists if it cannot serve the request).
+// With none, the token is spent only once a lookup can be trusted to show
+// a volume an earlier attempt made; until then the call asks to be retried.
+// A nil volume and error means the walk moves to the next token.
+func (c *ec2Cloud) tokenRefused(ctx context.Context, req *volumeRequest, n int) (*Volume, error) {
+	vol, err := c.existingVolume(ctx, req)
+	if err != nil || vol != nil {
+		return vol, err
 	}
-	return vol, err
+	if left := c.sends.unsettled(volumeSendKey(req.name), true); left > 0 {
+		return nil, fmt.Errorf("volume %q: EC2 refused client token %d (used before with other parameters, or its volume is gone), "+
+			"and a volume an earlier attempt made may not show in DescribeVolumes for another %s; not making another one before: %w",
+			req.name, n, left.Round(time.Second), ErrRetryLater)
+	}
+	klog.InfoS("Client token used before with other parameters or for a volume that is gone, and no volume carries the name; trying the next one",
+		"name", req.name, "clientToken", n)
+	c.tokens.spent(req.name, n)
+	return nil, nil
+}
+
+// volumeFailed handles a volume made with token n that will never become
+// available: one in "error" holds no data and is deleted; the token is
+// spent. The call asks to be retried rather than making the next volume at
+// once, so a cause that persists (a KMS key the role cannot use) costs one
+// volume per attempt of the caller, and the first attempt after the cause
+// is fixed succeeds.
+func (c *ec2Cloud) volumeFailed(ctx context.Context, req *volumeRequest, n int, vol *Volume, lost error) error {
+	klog.InfoS("Volume made with this client token is lost; the next attempt makes a new one", "name", req.name,
+		"clientToken", n, "err", lost)
+	if vol != nil && vol.State == volumeError {
+		if derr := c.DeleteVolume(ctx, vol.ID); derr != nil && !errors.Is(derr, ErrNotFound) {
+			klog.ErrorS(derr, "Could not delete a failed volume", "volumeID", vol.ID)
+		}
+	}
+	c.tokens.spent(req.name, n)
+	return fmt.Errorf("volume %q (client token %d): %w (when a volume goes to error, check that the role may use its KMS key); the next attempt makes a new one: %w",
+		req.name, n, lost, ErrRetryLater)
 }
 
 // sendCreate sends CreateVolume, or CopyVolumes for a clone. The error is
@@ -300,16 +352,19 @@ func (c *ec2Cloud) sendCreate(ctx context.Context, req *volumeRequest, token str
 
 // waitVolumeAvailable polls until the volume is available (in-use counts:
 // it is still the volume asked for). A volume in "error", being deleted, or
-// missing for longer than VolumeVisibilityTimeout after createdAt is
-// errVolumeLost; the last volume seen is returned with that error.
-func (c *ec2Cloud) waitVolumeAvailable(ctx context.Context, id string, createdAt time.Time) (*Volume, error) {
+// missing from DescribeVolumes VisibilityTimeout after since (when the
+// request that returned it was answered, or it was last seen, by the
+// controller's clock: never EC2's timestamps, whose clock may be off by
+// minutes) is errVolumeLost; the last volume seen is returned with that
+// error.
+func (c *ec2Cloud) waitVolumeAvailable(ctx context.Context, id string, since time.Time) (*Volume, error) {
 	var vol *Volume
 	err := c.poll(ctx, func(ctx context.Context) (bool, string, error) {
 		v, err := c.describeVolume(ctx, id)
 		if errors.Is(err, ErrNotFound) {
-			if !createdAt.IsZero() && time.Since(createdAt) > c.cfg.VolumeVisibilityTimeout {
-				return false, "", fmt.Errorf("volume %s, created at %s, is not in DescribeVolumes: %w",
-					id, createdAt.Format(time.RFC3339), errVolumeLost)
+			if waited := time.Since(since); waited > c.cfg.VisibilityTimeout {
+				return false, "", fmt.Errorf("volume %s is not in DescribeVolumes %s after it was asked for: %w",
+					id, waited.Round(time.Second), errVolumeLost)
 			}
 			return false, fmt.Sprintf("volume %s is not visible yet", id), nil
 		}
@@ -385,14 +440,11 @@ func (c *ec2Cloud) volumesNamed(ctx context.Context, name string) ([]*Volume, er
 	return vols, nil
 }
 
-// ListVolumes returns one page of volumes.
+// ListVolumes returns one page of the account's volumes.
 func (c *ec2Cloud) ListVolumes(ctx context.Context, opts ListOptions) (*VolumePage, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	in := &ec2.DescribeVolumesInput{}
-	if opts.TagKey != "" {
-		in.Filters = []types.Filter{{Name: aws.String("tag-key"), Values: []string{opts.TagKey}}}
-	}
 	items, next, err := listPage(opts.NextToken, opts.MaxResults, describeVolumesPageMax,
 		func(token *string, size *int32) ([]types.Volume, *string, error) {
 			in.NextToken, in.MaxResults = token, size

@@ -33,7 +33,8 @@ import (
 // Config is everything the emulator needs to start.
 type Config struct {
 	// Cloud describes the region, zones, instances, latencies and data
-	// directory. Its Store and StickAttach are set by New.
+	// directory. Its Store and fault hooks (StickAttach, FailAsync,
+	// StaleWindow, and Now unless set) are set by New.
 	Cloud model.Config
 	// Devices backs volumes with real loop devices and by-id links (needs
 	// root and Cloud.DataDir); false keeps state only.
@@ -103,6 +104,11 @@ func New(cfg Config) (*Emulator, error) {
 	mc := cfg.Cloud
 	mc.Store = store
 	mc.StickAttach = f.StickAttach
+	mc.FailAsync = f.FailAsync
+	mc.StaleWindow = f.StaleWindow
+	if mc.Now == nil {
+		mc.Now = f.Now
+	}
 	cloud, err := model.New(mc)
 	if err != nil {
 		return nil, err

@@ -32,6 +32,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+
+	"github.com/diskplane/diskplane/pkg/kubeclient"
 )
 
 // KeySuffix follows the driver name in the taint key.
@@ -97,7 +99,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cfg = withDefaults(cfg)
 	if cfg.Client == nil {
-		client, err := inClusterClient()
+		client, err := kubeclient.InCluster()
 		if err != nil {
 			return fmt.Errorf("startup taint: %w", err)
 		}

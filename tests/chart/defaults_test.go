@@ -210,6 +210,15 @@ func TestDefaultNode(t *testing.T) {
 	if p := plugin.LivenessProbe; p == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.String() != "http" {
 		t.Errorf("node liveness probe %+v, want the plugin's own /healthz", p)
 	}
+	// The preStop hook waits for the detaches of a node going away, within
+	// a grace period long enough for them.
+	if l := plugin.Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Exec == nil ||
+		!slices.Equal(l.PreStop.Exec.Command, []string{"/bin/diskplane", "pre-stop", "--driver-name=ebs.csi.diskplane.io", "--log-to=/proc/1/fd/2", "--v=2"}) {
+		t.Errorf("node preStop hook %+v", l)
+	}
+	if g := spec.TerminationGracePeriodSeconds; g == nil || *g != 60 {
+		t.Errorf("node terminationGracePeriodSeconds %v, want 60", g)
+	}
 	// The node's account has no cloud access.
 	sa := decode[corev1.ServiceAccount](m, m.get("ServiceAccount", "diskplane-node"))
 	if len(sa.Annotations) != 0 {
@@ -223,9 +232,10 @@ func TestDefaultRBAC(t *testing.T) {
 	want := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}},
 		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csinodes"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattachments"}, Verbs: []string{"list"}},
 	}
 	if !slices.EqualFunc(node.Rules, want, ruleEqual) {
-		t.Errorf("node rules %+v, want only get and patch on nodes and get on csinodes", node.Rules)
+		t.Errorf("node rules %+v, want only get and patch on nodes, get on csinodes and list on volumeattachments", node.Rules)
 	}
 	// Every controller sidecar role is bound to the controller's account,
 	// and nothing grants anything to the node's account but its own role.

@@ -287,6 +287,7 @@ func argWithPrefix(args []string, prefix string) (string, bool) {
 var (
 	pluginFlagsOnce sync.Once
 	pluginFlags     map[string]bool
+	preStopFlags    map[string]bool // of diskplane pre-stop
 	pluginFlagsErr  error
 )
 
@@ -294,34 +295,42 @@ var (
 var flagLine = regexp.MustCompile(`^\s+-{1,2}([A-Za-z0-9][A-Za-z0-9_.-]*)`)
 
 // loadPluginFlags builds cmd/diskplane from this tree and reads the flags
-// from its -help output.
-func loadPluginFlags() (map[string]bool, error) {
+// of the plugin and of its pre-stop command from their -help output.
+func loadPluginFlags() (plugin, preStop map[string]bool, err error) {
 	bin := filepath.Join(os.TempDir(), fmt.Sprintf("diskplane-chart-test-%d", os.Getpid()))
 	defer os.Remove(bin)
 	build := exec.Command("go", "build", "-o", bin, "./cmd/diskplane")
 	build.Dir = repoRoot
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build cmd/diskplane: %w\n%s", err, out)
+		return nil, nil, fmt.Errorf("build cmd/diskplane: %w\n%s", err, out)
 	}
-	out, _ := exec.Command(bin, "-help").CombinedOutput()
-	flags := map[string]bool{}
-	for _, line := range strings.Split(string(out), "\n") {
-		if m := flagLine.FindStringSubmatch(line); m != nil {
-			flags[m[1]] = true
+	usage := func(args ...string) (map[string]bool, string) {
+		out, _ := exec.Command(bin, args...).CombinedOutput()
+		flags := map[string]bool{}
+		for _, line := range strings.Split(string(out), "\n") {
+			if m := flagLine.FindStringSubmatch(line); m != nil {
+				flags[m[1]] = true
+			}
 		}
+		return flags, string(out)
 	}
-	if !flags["mode"] || !flags["endpoint"] {
-		return nil, fmt.Errorf("no flags found in the plugin's -help output:\n%s", out)
+	plugin, out := usage("-help")
+	if !plugin["mode"] || !plugin["endpoint"] {
+		return nil, nil, fmt.Errorf("no flags found in the plugin's -help output:\n%s", out)
 	}
-	return flags, nil
+	preStop, out = usage("pre-stop", "-help")
+	if !preStop["driver-name"] {
+		return nil, nil, fmt.Errorf("no flags found in diskplane pre-stop -help:\n%s", out)
+	}
+	return plugin, preStop, nil
 }
 
-// checkPluginFlags fails the test when the chart passes the plugin a flag
-// the plugin does not have.
+// checkPluginFlags fails the test when the chart passes the plugin, or its
+// preStop hook, a flag they do not have.
 func checkPluginFlags(t *testing.T, m *manifest) {
 	t.Helper()
-	pluginFlagsOnce.Do(func() { pluginFlags, pluginFlagsErr = loadPluginFlags() })
+	pluginFlagsOnce.Do(func() { pluginFlags, preStopFlags, pluginFlagsErr = loadPluginFlags() })
 	if pluginFlagsErr != nil {
 		t.Fatal(pluginFlagsErr)
 	}
@@ -343,6 +352,19 @@ func checkPluginFlags(t *testing.T, m *manifest) {
 				name := strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-")
 				if !pluginFlags[name] {
 					t.Errorf("%s %s container %s passes %q: the plugin has no flag %q", o.GetKind(), o.GetName(), c.Name, a, name)
+				}
+			}
+			if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Exec == nil {
+				continue
+			}
+			cmd := c.Lifecycle.PreStop.Exec.Command
+			if len(cmd) < 2 || cmd[0] != "/bin/diskplane" || cmd[1] != "pre-stop" {
+				t.Errorf("%s %s preStop hook %q, want /bin/diskplane pre-stop (the image's binary)", o.GetKind(), o.GetName(), cmd)
+				continue
+			}
+			for _, a := range cmd[2:] {
+				if name := strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-"); !preStopFlags[name] {
+					t.Errorf("%s %s preStop hook passes %q: diskplane pre-stop has no flag %q", o.GetKind(), o.GetName(), a, name)
 				}
 			}
 		}

@@ -250,7 +250,7 @@ node:
 		},
 		{
 			name:   "node plugin may not touch taints",
-			values: "node: {startupTaint: {remove: false}}\n",
+			values: "node: {startupTaint: {remove: false}, preStopHook: {enabled: false}}\n",
 			check: func(t *testing.T, m *manifest) {
 				role := decode[rbacv1.ClusterRole](m, m.get("ClusterRole", "diskplane-node"))
 				want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}}

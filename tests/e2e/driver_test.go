@@ -38,6 +38,9 @@ type driverRuntime interface {
 	// logTail returns the last lines of the plugin's log, for a failed
 	// test's diagnosis.
 	logTail(ctx context.Context, lines int) string
+	// controllerSocket is the host path of the CSI socket of a plugin that
+	// serves the Controller service, for a test that asks it directly.
+	controllerSocket(ctx context.Context) (string, error)
 	// String says where the driver runs, for the test log.
 	String() string
 }
@@ -48,6 +51,10 @@ const controllerSelector = "app.kubernetes.io/name=diskplane,app.kubernetes.io/c
 
 // pluginContainer is the plugin's container in the controller and node pods.
 const pluginContainer = "diskplane"
+
+// kubeletDir is the local cluster's kubelet root directory
+// (hack/local-cluster/lib.sh).
+const kubeletDir = "/var/lib/kubelet"
 
 // findDriverRuntime asks the cluster how Diskplane runs: a controller pod
 // whose plugin serves this driver name means an in-cluster install;
@@ -126,6 +133,12 @@ func (h *hostProcesses) script(ctx context.Context, action string) error {
 		return fmt.Errorf("hack/e2e/driver.sh %s: %w\n%s", action, err, out)
 	}
 	return nil
+}
+
+// controllerSocket is the socket hack/local-cluster/driver.sh serves the
+// plugin (all mode) on, in the kubelet's plugin directory.
+func (h *hostProcesses) controllerSocket(context.Context) (string, error) {
+	return filepath.Join(kubeletDir, "plugins", h.suite.driverName, "csi.sock"), nil
 }
 
 func (h *hostProcesses) logTail(_ context.Context, lines int) string {
@@ -238,6 +251,21 @@ func (c *clusterPods) ensureRunning(ctx context.Context) error {
 		}
 		return true, "", nil
 	})
+}
+
+// controllerSocket is the socket of a Ready controller pod's plugin: its
+// socket-dir emptyDir, on the host below the kubelet's pod directory.
+func (c *clusterPods) controllerSocket(ctx context.Context) (string, error) {
+	pods, err := c.controllerPods(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range pods {
+		if poll.PodReady(&p) {
+			return filepath.Join(kubeletDir, "pods", string(p.UID), "volumes", "kubernetes.io~empty-dir", "socket-dir", "csi.sock"), nil
+		}
+	}
+	return "", fmt.Errorf("no Ready controller pod among %d", len(pods))
 }
 
 // logTail returns the end of the plugin's log in every Diskplane pod

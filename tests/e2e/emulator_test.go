@@ -4,13 +4,7 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/diskplane/diskplane/pkg/emulator/admin"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
@@ -20,46 +14,15 @@ import (
 // volumes and snapshots (what EC2 really holds, never hidden by a fault),
 // and its faults.
 type emulator struct {
-	url string
-}
-
-var adminHTTP = &http.Client{Timeout: 10 * time.Second}
-
-// call sends one admin API request (body may be nil) and decodes a 200
-// answer into into, unless into is nil.
-func (e *emulator) call(ctx context.Context, method, path string, body io.Reader, into any) error {
-	req, err := http.NewRequestWithContext(ctx, method, e.url+path, body)
-	if err != nil {
-		return err
-	}
-	resp, err := adminHTTP.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	answer, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, answer)
-	}
-	if into == nil {
-		return nil
-	}
-	return json.Unmarshal(answer, into)
+	client admin.Client
 }
 
 // volumes lists every EC2 volume, the instances' root volumes included.
-func (e *emulator) volumes(ctx context.Context) ([]model.Volume, error) {
-	var vols []model.Volume
-	return vols, e.call(ctx, http.MethodGet, admin.PathVolumes, nil, &vols)
-}
+func (e *emulator) volumes(ctx context.Context) ([]model.Volume, error) { return e.client.Volumes(ctx) }
 
 // snapshots lists every EC2 snapshot.
 func (e *emulator) snapshots(ctx context.Context) ([]model.Snapshot, error) {
-	var snaps []model.Snapshot
-	return snaps, e.call(ctx, http.MethodGet, admin.PathSnapshots, nil, &snaps)
+	return e.client.Snapshots(ctx)
 }
 
 // resourceIDs lists the IDs of every volume and snapshot.
@@ -117,8 +80,16 @@ func (e *emulator) volumesTagged(ctx context.Context, key, value string) ([]mode
 // patchFaults changes the fault settings the JSON document names (see
 // docs/emulator.md, "Faults") and keeps the others.
 func (e *emulator) patchFaults(ctx context.Context, doc string) error {
-	if err := e.call(ctx, http.MethodPatch, admin.PathFaults, strings.NewReader(doc), nil); err != nil {
-		return fmt.Errorf("faults %s: %w", doc, err)
-	}
-	return nil
+	return e.client.PatchFaults(ctx, doc)
+}
+
+// setHealth sets what DescribeVolumeStatus reports about a volume (a
+// model.VolumeHealth document; {} is healthy).
+func (e *emulator) setHealth(ctx context.Context, id, doc string) error {
+	return e.client.SetVolumeHealth(ctx, id, doc)
+}
+
+// failIO makes the volume's device fail every write, or heals it.
+func (e *emulator) failIO(ctx context.Context, id string, fail bool) error {
+	return e.client.FailVolumeIO(ctx, id, fail)
 }

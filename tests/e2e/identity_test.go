@@ -6,14 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/diskplane/diskplane/pkg/emulator/identityadmin"
 	"github.com/diskplane/diskplane/pkg/testutil"
 )
 
@@ -111,19 +109,17 @@ func declareIdentities(t *testing.T, sc *scenario) (keyARN, roleARN string) {
 			map[string]any{"accessKeyId": "local-cluster", "secretAccessKey": "local-cluster-not-a-secret", "principal": e2eCtrlRole},
 		},
 	}
-	put := func(path string, v any) {
-		b, _ := json.Marshal(v)
-		if err := env.emulator.call(ctx, http.MethodPut, path, strings.NewReader(string(b)), nil); err != nil {
-			t.Fatal(err)
-		}
+	if err := env.emulator.client.SetIAM(ctx, iamDoc); err != nil {
+		t.Fatal(err)
 	}
-	put(identityadmin.IAMPath, iamDoc)
 	key := "volumes-" + sc.suffix
-	put(identityadmin.KMSKeysPath+"/"+key, map[string]any{"policy": map[string]any{"Statement": []any{
+	if err := env.emulator.client.SetKMSKey(ctx, key, map[string]any{"policy": map[string]any{"Statement": []any{
 		map[string]any{"Effect": "Allow", "Principal": map[string]any{"AWS": e2eCtrlRole},
 			"Action": []string{"kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncrypt*"}, "Resource": "*"},
 		map[string]any{"Effect": "Allow", "Principal": map[string]any{"AWS": roleARN}, "Action": "kms:Decrypt", "Resource": "*"},
-	}}})
+	}}}); err != nil {
+		t.Fatal(err)
+	}
 	return fmt.Sprintf("arn:aws:kms:us-east-1:%s:key/%s", e2eAccount, key), roleARN
 }
 

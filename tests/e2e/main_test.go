@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/diskplane/diskplane/pkg/emulator/admin"
 )
 
 // suite is what every test talks to: the cluster's API, kubectl for exec,
@@ -67,7 +69,7 @@ func TestMain(m *testing.M) {
 	ctx := context.Background()
 	before, err := env.emulator.resourceIDs(ctx)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: the EC2 emulator at %s: %v (make e2e starts it)\n", env.emulator.url, err)
+		fmt.Fprintf(os.Stderr, "e2e: the EC2 emulator at %s: %v (make e2e starts it)\n", env.emulator.client.URL, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -91,7 +93,7 @@ func newSuite() (*suite, error) {
 	s.kubeconfig = envOr("KUBECONFIG", filepath.Join(s.clusterDir, "run", "pki", "admin.kubeconfig"))
 	s.kubectl = envOr("KUBECTL", filepath.Join(s.clusterDir, "bin", "kubectl"))
 	s.driverName = envOr("DRIVER_NAME", "ebs.csi.diskplane.io")
-	s.emulator = &emulator{url: envOr("E2E_EMULATOR_ADMIN", "http://127.0.0.1:8702")}
+	s.emulator = &emulator{client: admin.Client{URL: envOr("E2E_EMULATOR_ADMIN", "http://127.0.0.1:8702")}}
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s (make e2e brings up the local cluster): %w", s.kubeconfig, err)

@@ -36,6 +36,9 @@ var (
 		PollInterval:    10 * time.Millisecond,
 		PollMaxInterval: 100 * time.Millisecond,
 		MaxRetryBackoff: 200 * time.Millisecond,
+		// The emulator's reads are consistent here; a new snapshot name
+		// right after start waits only this long.
+		VisibilityTimeout: 500 * time.Millisecond,
 	}
 	sanityModifyCoalesceWindow = 10 * time.Millisecond
 )

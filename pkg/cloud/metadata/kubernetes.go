@@ -10,8 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
+
+	"github.com/diskplane/diskplane/pkg/kubeclient"
 )
 
 // The well-known Node labels the Kubernetes source reads. The cloud
@@ -51,7 +51,7 @@ func fromKubernetes(ctx context.Context, opts Options) (*Instance, error) {
 	client := opts.KubeClient
 	if client == nil {
 		var err error
-		if client, err = inClusterClient(); err != nil {
+		if client, err = kubeclient.InCluster(); err != nil {
 			return nil, err
 		}
 	}
@@ -60,21 +60,6 @@ func fromKubernetes(ctx context.Context, opts Options) (*Instance, error) {
 		return nil, fmt.Errorf("get node %q: %w", name, err)
 	}
 	return instanceFromNode(node)
-}
-
-// inClusterClient builds a client from the pod's service account.
-func inClusterClient() (kubernetes.Interface, error) {
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("no Kubernetes client: %w", err)
-	}
-	// Protobuf is cheaper for the API server than JSON for core objects.
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("build a Kubernetes client: %w", err)
-	}
-	return client, nil
 }
 
 // instanceFromNode interprets a Node object. The zone comes from the zone

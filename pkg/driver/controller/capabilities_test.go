@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/diskplane/diskplane/pkg/driver"
+	"github.com/diskplane/diskplane/pkg/driver/volumehealth"
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
 	"github.com/diskplane/diskplane/pkg/emulator/faults"
 )
@@ -71,6 +72,9 @@ func TestCapabilitiesOverGRPC(t *testing.T) {
 		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 		csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
 		csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+		volumehealth.ControllerVolumeCondition,
+		csi.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH,
+		csi.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH,
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("controller capabilities %v, want %v", got, want)

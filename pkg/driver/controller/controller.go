@@ -23,6 +23,7 @@ import (
 	"github.com/diskplane/diskplane/pkg/cloud/datakeys"
 	"github.com/diskplane/diskplane/pkg/coalescer"
 	"github.com/diskplane/diskplane/pkg/driver/parameters"
+	"github.com/diskplane/diskplane/pkg/driver/volumehealth"
 	"github.com/diskplane/diskplane/pkg/inflight"
 )
 
@@ -63,7 +64,7 @@ type Service struct {
 	keys       datakeys.Wrapper
 	driverName string
 	inFlight   inflight.Set
-	modifier   *coalescer.Coalescer[string, modifyRequest, *cloud.Volume]
+	modifier   *coalescer.Coalescer[string, modifyRequest, *modifyOutcome]
 }
 
 // New builds the Controller service over a cloud. Call Close when done.
@@ -111,6 +112,9 @@ var controllerCapabilities = []csi.ControllerServiceCapability_RPC_Type{
 	csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 	csi.ControllerServiceCapability_RPC_MODIFY_VOLUME,
 	csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+	volumehealth.ControllerVolumeCondition,
+	csi.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH,
+	csi.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH,
 }
 
 // ControllerGetCapabilities lists the controller RPCs this service

@@ -20,7 +20,8 @@ import (
 // or attachment limit ResourceExhausted, a volume busy elsewhere
 // FailedPrecondition, IAM refusing a call PermissionDenied, work the cloud
 // goes on with after the caller's deadline DeadlineExceeded, and a cloud
-// that keeps failing Unavailable (the sidecars retry both).
+// that keeps failing, or cannot answer safely yet, Unavailable (the
+// sidecars retry both, and the provisioner does not take either as final).
 var cloudCodes = []struct {
 	err  error
 	code codes.Code
@@ -34,6 +35,7 @@ var cloudCodes = []struct {
 	{cloud.ErrInUse, codes.FailedPrecondition},
 	{cloud.ErrConflict, codes.FailedPrecondition},
 	{cloud.ErrPermissionDenied, codes.PermissionDenied},
+	{cloud.ErrRetryLater, codes.Unavailable},
 	{cloud.ErrInProgress, codes.DeadlineExceeded},
 	{cloud.ErrUnavailable, codes.Unavailable},
 	// KMS, for volumes whose LUKS key it wraps: a key the controller may

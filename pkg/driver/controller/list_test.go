@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 
@@ -123,4 +125,31 @@ func TestControllerGetVolume(t *testing.T) {
 	wantCode(t, err, codes.NotFound, "")
 	_, err = h.svc.ControllerGetVolume(h.ctx(), &csi.ControllerGetVolumeRequest{})
 	wantCode(t, err, codes.InvalidArgument, "")
+}
+
+// TestListVolumesIncludesStaticVolumes: a volume made outside the driver
+// (a static PersistentVolume, or one migrated from the in-tree plugin)
+// carries no cluster tag. The external-attacher attaches again every
+// attached volume ListVolumes does not show, at every resync, so it must be
+// listed with its node.
+func TestListVolumesIncludesStaticVolumes(t *testing.T) {
+	h := newHarness(t, emulatortest.Options{}, Options{})
+	node := h.env.LocalInstance().ID
+	out, err := h.env.EC2Client().CreateVolume(h.ctx(), &ec2.CreateVolumeInput{AvailabilityZone: aws.String(h.env.Zone()), Size: aws.Int32(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	static := aws.ToString(out.VolumeId)
+	if _, err := h.publish(static, node, rwo); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range h.listAllVolumes(t, 0) {
+		if e.GetVolume().GetVolumeId() == static {
+			if got := e.GetStatus().GetPublishedNodeIds(); !slices.Equal(got, []string{node}) {
+				t.Fatalf("static volume %s published on %v, want %s", static, got, node)
+			}
+			return
+		}
+	}
+	t.Fatalf("ListVolumes leaves out the attached static volume %s", static)
 }

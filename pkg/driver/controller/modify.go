@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -81,11 +82,45 @@ func mergeModifyRequests(merged, in modifyRequest) (modifyRequest, error) {
 	return out, nil
 }
 
-// executeModify carries out one merged request: first the volume change (a
-// single EC2 ModifyVolume, skipped when the volume already is what was asked
-// for), then the tags, so a change EC2 refuses leaves the tags untouched. It
+// modifyOutcome is what one execution of a merged request did. sizeErr is
+// the outcome of its size (what ControllerExpandVolume asked), settingsErr
+// of the rest (what ControllerModifyVolume asked); they differ only when
+// EC2 refused the merged change and the size was made on its own.
+type modifyOutcome struct {
+	vol                  *cloud.Volume
+	sizeErr, settingsErr error
+}
+
+// executeModify carries out one merged request (see applyModify). When EC2
+// refuses a change that merges a new size with new settings, the request's
+// fault may be in either part; the size is then made on its own, so a valid
+// resize is not failed by an invalid VolumeAttributesClass sent at the same
+// moment, and the settings' callers get EC2's refusal.
+func (s *Service) executeModify(ctx context.Context, volumeID string, req modifyRequest) (*modifyOutcome, error) {
+	vol, err := s.applyModify(ctx, volumeID, req)
+	if err == nil {
+		return &modifyOutcome{vol: vol}, nil
+	}
+	if req.volume.SizeGiB == 0 || !req.changesSettings() || !errors.Is(err, cloud.ErrInvalidArgument) {
+		return nil, err
+	}
+	klog.InfoS("EC2 refused the merged change; growing the volume on its own", "volumeID", volumeID,
+		"sizeGiB", req.volume.SizeGiB, "err", err)
+	vol, sizeErr := s.applyModify(ctx, volumeID, modifyRequest{volume: cloud.VolumeModification{SizeGiB: req.volume.SizeGiB}})
+	return &modifyOutcome{vol: vol, sizeErr: sizeErr, settingsErr: err}, nil
+}
+
+// changesSettings reports whether the request asks for more than a size.
+func (r modifyRequest) changesSettings() bool {
+	v := r.volume
+	return v.Type != "" || v.IOPS != 0 || v.Throughput != 0 || len(r.setTags) > 0 || len(r.deleteTags) > 0
+}
+
+// applyModify carries out one request: first the volume change (a single
+// EC2 ModifyVolume, skipped when the volume already is what was asked for),
+// then the tags, so a change EC2 refuses leaves the tags untouched. It
 // returns the volume as it is afterwards.
-func (s *Service) executeModify(ctx context.Context, volumeID string, req modifyRequest) (*cloud.Volume, error) {
+func (s *Service) applyModify(ctx context.Context, volumeID string, req modifyRequest) (*cloud.Volume, error) {
 	vol, err := s.cloud.GetVolume(ctx, volumeID)
 	if err != nil {
 		return nil, err
@@ -165,11 +200,14 @@ func (s *Service) ControllerExpandVolume(ctx context.Context, req *csi.Controlle
 	if bounds, known := sizeLimits[vol.Type]; known && sizeGiB > bounds.max {
 		return nil, status.Errorf(codes.OutOfRange, "%d GiB is more than the %d GiB maximum of volume type %s", sizeGiB, bounds.max, vol.Type)
 	}
-	vol, err = s.modifier.Do(ctx, id, modifyRequest{volume: cloud.VolumeModification{SizeGiB: int32(sizeGiB)}})
+	out, err := s.modifier.Do(ctx, id, modifyRequest{volume: cloud.VolumeModification{SizeGiB: int32(sizeGiB)}})
+	if err == nil {
+		err = out.sizeErr
+	}
 	if err != nil {
 		return nil, failed(err, "expand volume %s to %d GiB", id, sizeGiB)
 	}
-	return &csi.ControllerExpandVolumeResponse{CapacityBytes: int64(vol.SizeGiB) * GiB, NodeExpansionRequired: nodeExpansion}, nil
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: int64(out.vol.SizeGiB) * GiB, NodeExpansionRequired: nodeExpansion}, nil
 }
 
 // ControllerModifyVolume applies a VolumeAttributesClass's mutable
@@ -197,7 +235,10 @@ func (s *Service) ControllerModifyVolume(ctx context.Context, req *csi.Controlle
 	if m.Volume.IsEmpty() && !m.ChangesTags() {
 		return &csi.ControllerModifyVolumeResponse{}, nil
 	}
-	_, err = s.modifier.Do(ctx, id, modifyRequest{volume: m.Volume, setTags: m.SetTags, deleteTags: m.DeleteTags})
+	out, err := s.modifier.Do(ctx, id, modifyRequest{volume: m.Volume, setTags: m.SetTags, deleteTags: m.DeleteTags})
+	if err == nil {
+		err = out.settingsErr
+	}
 	if err != nil {
 		return nil, failed(err, "modify volume %s", id)
 	}

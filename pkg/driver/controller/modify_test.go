@@ -5,11 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
+	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
 func (h *harness) expand(volumeID string, bytes int64, c *csi.VolumeCapability) (*csi.ControllerExpandVolumeResponse, error) {
@@ -201,5 +204,48 @@ func TestConflictingModificationsFailOnlyOne(t *testing.T) {
 	}
 	if n := h.env.Calls("ModifyVolume"); n != 1 {
 		t.Fatalf("%d ModifyVolume calls, want 1", n)
+	}
+}
+
+// TestInvalidModifyDoesNotFailTheMergedResize: an expand and a modify
+// arrive together; the modify asks for IOPS EC2 refuses for the volume's
+// size. The resize must still happen; only the modify fails.
+func TestInvalidModifyDoesNotFailTheMergedResize(t *testing.T) {
+	h := newHarness(t, emulatortest.Options{}, Options{ModifyCoalesceWindow: 2 * time.Second})
+	vol := h.createVolume(t, createReq("pvc-mixed", 2, ""))
+
+	var wg sync.WaitGroup
+	var expandResp *csi.ControllerExpandVolumeResponse
+	var expandErr, modifyErr error
+	wg.Go(func() { expandResp, expandErr = h.expand(vol.VolumeId, 3*GiB, rwo) })
+	wg.Go(func() { modifyErr = h.modify(vol.VolumeId, map[string]string{"iops": "16000"}) }) // above 500 IOPS per GiB
+	wg.Wait()
+	if expandErr != nil || expandResp.GetCapacityBytes() != 3*GiB {
+		t.Fatalf("expand: %v, %v; want 3 GiB", expandResp, expandErr)
+	}
+	wantCode(t, modifyErr, codes.InvalidArgument, "")
+	if v := h.volume(t, vol.VolumeId); v.Size != 3 || v.Iops != 3000 {
+		t.Fatalf("volume %+v, want 3 GiB at the default 3000 IOPS", v)
+	}
+}
+
+// TestExpandBelowModificationUnderWay: a modification to 4 GiB is still
+// running when an expand to 3 GiB arrives (a resize retried after a larger
+// one began); the volume is becoming large enough, so it is success.
+func TestExpandBelowModificationUnderWay(t *testing.T) {
+	h := newHarness(t, emulatortest.Options{Latencies: model.Latencies{Modify: 500 * time.Millisecond}}, Options{ModifyCoalesceWindow: 10 * time.Millisecond})
+	vol := h.createVolume(t, createReq("pvc-grow", 2, ""))
+	if _, err := h.env.EC2Client().ModifyVolume(h.ctx(), &ec2.ModifyVolumeInput{VolumeId: aws.String(vol.VolumeId), Size: aws.Int32(4)}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := h.expand(vol.VolumeId, 3*GiB, rwo)
+	if err != nil {
+		t.Fatalf("expand to 3 GiB while the volume grows to 4: %v", err)
+	}
+	if resp.GetCapacityBytes() != 4*GiB {
+		t.Fatalf("expand answered %d bytes, want 4 GiB", resp.GetCapacityBytes())
+	}
+	if n := h.env.Calls("ModifyVolume"); n != 1 {
+		t.Fatalf("%d ModifyVolume calls, want only the first", n)
 	}
 }

@@ -18,7 +18,10 @@ import (
 // ControllerPublishVolume attaches a volume to the instance that is the
 // node and returns the device name in the publish context. Attaching a
 // volume already attached there returns the same device; a volume attached
-// to another node (and not multi-attach) is FailedPrecondition naming it.
+// to another node is FailedPrecondition naming it, unless the capability is
+// multi-node (then the volume must be multi-attach). A multi-attach volume
+// published with a single-node capability is served to one node at a time
+// like any other.
 func (s *Service) ControllerPublishVolume(ctx context.Context, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
 	volumeID, nodeID := req.GetVolumeId(), req.GetNodeId()
 	if err := requireID("volume ID", volumeID); err != nil {
@@ -48,7 +51,17 @@ func (s *Service) ControllerPublishVolume(ctx context.Context, req *csi.Controll
 	if why := checkVolumeSupports(vol, caps); why != "" {
 		return nil, invalidArgument("%s", why)
 	}
-	device, err := s.cloud.AttachVolume(ctx, volumeID, nodeID)
+	if vol.MultiAttach && !caps.multiNode {
+		// Publishes of one volume to two nodes at once must not both see
+		// it free: one at a time for the whole volume.
+		key := inflight.Volume(volumeID)
+		release, ok := s.inFlight.TryAcquire(key)
+		if !ok {
+			return nil, busy(key)
+		}
+		defer release()
+	}
+	device, err := s.cloud.AttachVolume(ctx, volumeID, nodeID, cloud.AttachOptions{Shared: caps.multiNode})
 	if err != nil {
 		var elsewhere *cloud.AttachedElsewhereError
 		if errors.As(err, &elsewhere) {

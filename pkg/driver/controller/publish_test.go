@@ -108,6 +108,30 @@ func TestControllerPublishVolume(t *testing.T) {
 	}
 }
 
+// TestSingleNodePublishOfMultiAttachVolume: a multi-attach volume
+// published with a single-node access mode is served to one node at a
+// time; EC2 would attach it to a second node, so the controller must not
+// ask.
+func TestSingleNodePublishOfMultiAttachVolume(t *testing.T) {
+	h := newHarness(t, twoNodes(), Options{})
+	nodes := h.nodeIDs()
+	single := blockCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)
+	req := withParams(createReq("pvc-multi-single", 4, "us-east-1a"), map[string]string{"type": "io2", "iops": "400"})
+	req.VolumeCapabilities = []*csi.VolumeCapability{blockCap(csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER)}
+	vol := h.createVolume(t, req)
+	if _, err := h.publish(vol.VolumeId, nodes[0], single); err != nil {
+		t.Fatalf("publish to %s: %v", nodes[0], err)
+	}
+	_, err := h.publish(vol.VolumeId, nodes[1], single)
+	wantCode(t, err, codes.FailedPrecondition, nodes[0])
+	if got := h.attachedTo(t, vol.VolumeId); !slices.Equal(got, []string{nodes[0]}) {
+		t.Fatalf("attached to %v, want only %s", got, nodes[0])
+	}
+	if shared := h.env.Cloud().Audit().SharedVolumes; len(shared) != 0 {
+		t.Fatalf("EC2 saw volumes attached to two instances at once: %v", shared)
+	}
+}
+
 func TestControllerPublishMultiAttach(t *testing.T) {
 	h := newHarness(t, twoNodes(), Options{})
 	nodes := h.nodeIDs()

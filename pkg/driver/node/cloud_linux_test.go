@@ -37,10 +37,14 @@ type cloudNode struct {
 	mounts []string // paths the test may leave mounted if it fails
 }
 
-func newCloudNode(t *testing.T) *cloudNode {
+func newCloudNode(t *testing.T) *cloudNode { return newCloudNodeIn(t, "") }
+
+// newCloudNodeIn is newCloudNode with the emulator's volume images in
+// dataDir ("": a temporary directory).
+func newCloudNodeIn(t *testing.T, dataDir string) *cloudNode {
 	t.Helper()
 	testutil.RequireRoot(t, "losetup", "mkfs.ext4", "mkfs.xfs", "blkid", "resize2fs", "xfs_growfs", "df", "findmnt")
-	env := emulatortest.Start(t, emulatortest.Options{Devices: true})
+	env := emulatortest.Start(t, emulatortest.Options{Devices: true, DataDir: dataDir})
 	n := &cloudNode{t: t, env: env, ec2: env.EC2Client(), dir: t.TempDir()}
 	n.svc = n.newService()
 	// Runs before the emulator's teardown: a failed test must not leave

@@ -121,9 +121,10 @@ func (s *Service) requireMounted(volumeID, path string) error {
 	return nil
 }
 
-// NodeGetVolumeStats reports the capacity and use of a published or staged
+// volumeStats reports the capacity and use of a published or staged
 // volume: bytes and inodes for a filesystem, the size for a block device.
-func (s *Service) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+// NodeGetVolumeStats (health.go) adds the volume's condition.
+func (s *Service) volumeStats(_ context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
 	volumeID, volumePath := req.GetVolumeId(), req.GetVolumePath()
 	if err := checkVolumeID(volumeID); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ package node_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,68 +140,95 @@ func TestDeviceOfAnotherVolumeIsRefused(t *testing.T) {
 	n.detachAndDelete(other)
 }
 
-// TestOnlineExpansion grows a published volume with EC2 ModifyVolume and
-// expands its filesystem through NodeExpandVolume while it stays mounted.
+// TestOnlineExpansion grows a mounted volume: after EC2's modification
+// reaches the device, NodeExpandVolume grows the filesystem (and, on a
+// volume encrypted on the node, first its LUKS mapping, which takes the
+// node-expand secret's passphrase) while the pod keeps it mounted.
 func TestOnlineExpansion(t *testing.T) {
-	for _, fsType := range []string{"ext4", "xfs"} {
-		t.Run(fsType, func(t *testing.T) {
-			n := newCloudNode(t)
-			if fsType == "ext4" {
-				mountertest.RequireExt4OnlineResize(t)
-			}
-			v := n.attachNew(1)
-			staging, target := n.kubeletPaths(v)
-			c := mountCapability(fsType)
-			if err := n.stage(v, staging, c); err != nil {
-				t.Fatal(err)
-			}
-			n.publish(v, staging, target, c)
-			before := dfFields(t, target, "-B1", "--output=size")[0]
+	for _, encrypt := range []bool{false, true} {
+		for _, fsType := range []string{"ext4", "xfs"} {
+			t.Run(fmt.Sprintf("%s/encrypted=%v", fsType, encrypt), func(t *testing.T) {
+				n := newCloudNode(t)
+				if fsType == "ext4" {
+					mountertest.RequireExt4OnlineResize(t)
+				}
+				if encrypt {
+					requireLUKS(t)
+				}
+				v := n.attachNew(1)
+				if encrypt {
+					v = encrypted(v)
+				}
+				staging, target := n.kubeletPaths(v)
+				c := mountCapability(fsType)
+				if err := n.stage(v, staging, c); err != nil {
+					t.Fatal(err)
+				}
+				n.publish(v, staging, target, c)
+				before := dfFields(t, target, "-B1", "--output=size")[0]
 
-			n.grow(v, 2)
-			resp, err := n.svc.NodeExpandVolume(t.Context(), &csi.NodeExpandVolumeRequest{VolumeId: v.ID,
-				VolumePath: target, StagingTargetPath: staging, VolumeCapability: c,
-				CapacityRange: &csi.CapacityRange{RequiredBytes: 2 * gib}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.CapacityBytes != 2*gib {
-				t.Fatalf("NodeExpandVolume capacity = %d, want %d", resp.CapacityBytes, 2*gib)
-			}
-			if after := dfFields(t, target, "-B1", "--output=size")[0]; after < before+gib*9/10 {
-				t.Fatalf("filesystem is %d bytes after expansion, was %d; want about 1 GiB more", after, before)
-			}
-			n.unpublish(v, target)
-			n.unstage(v, staging)
-			n.detachAndDelete(v)
-		})
+				n.grow(v, 2)
+				expand := &csi.NodeExpandVolumeRequest{VolumeId: v.ID, VolumePath: target, StagingTargetPath: staging,
+					VolumeCapability: c, CapacityRange: &csi.CapacityRange{RequiredBytes: 2 * gib}}
+				if encrypt {
+					if _, err := n.svc.NodeExpandVolume(t.Context(), expand); status.Code(err) != codes.FailedPrecondition {
+						t.Fatalf("NodeExpandVolume without the node-expand secret = %v, want FailedPrecondition", err)
+					}
+					expand.Secrets = luksSecrets
+				}
+				resp, err := n.svc.NodeExpandVolume(t.Context(), expand)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.CapacityBytes != 2*gib {
+					t.Fatalf("NodeExpandVolume capacity = %d, want the volume's %d", resp.CapacityBytes, 2*gib)
+				}
+				if after := dfFields(t, target, "-B1", "--output=size")[0]; after < before+gib*9/10 {
+					t.Fatalf("filesystem is %d bytes after expansion, was %d; want about 1 GiB more", after, before)
+				}
+				n.unpublish(v, target)
+				n.unstage(v, staging)
+				n.detachAndDelete(v)
+			})
+		}
 	}
 }
 
 // TestGrowWhileDetached grows a volume while no node has it: staging it
-// again grows its filesystem to the new size. (xfs: growing a mounted ext4
-// needs a capability some test sandboxes drop; the step is the same.)
+// again grows its filesystem (and an encrypted volume's mapping, with the
+// stage secret) to the new size. (xfs: growing a mounted ext4 needs a
+// capability some test sandboxes drop; the step is the same.)
 func TestGrowWhileDetached(t *testing.T) {
-	n := newCloudNode(t)
-	v := n.attachNew(1)
-	staging, _ := n.kubeletPaths(v)
-	c := mountCapability("xfs")
-	if err := n.stage(v, staging, c); err != nil {
-		t.Fatal(err)
+	for _, encrypt := range []bool{false, true} {
+		t.Run(fmt.Sprintf("encrypted=%v", encrypt), func(t *testing.T) {
+			n := newCloudNode(t)
+			if encrypt {
+				requireLUKS(t)
+			}
+			v := n.attachNew(1)
+			if encrypt {
+				v = encrypted(v)
+			}
+			staging, _ := n.kubeletPaths(v)
+			c := mountCapability("xfs")
+			if err := n.stage(v, staging, c); err != nil {
+				t.Fatal(err)
+			}
+			before := dfFields(t, staging, "-B1", "--output=size")[0]
+			n.unstage(v, staging)
+			n.detach(v)
+			n.grow(v, 2)
+			n.attach(v)
+			if err := n.stage(v, staging, c); err != nil {
+				t.Fatal(err)
+			}
+			if after := dfFields(t, staging, "-B1", "--output=size")[0]; after < before+gib*9/10 {
+				t.Fatalf("filesystem is %d bytes after staging the grown volume, was %d", after, before)
+			}
+			n.unstage(v, staging)
+			n.detachAndDelete(v)
+		})
 	}
-	before := dfFields(t, staging, "-B1", "--output=size")[0]
-	n.unstage(v, staging)
-	n.detach(v)
-	n.grow(v, 2)
-	n.attach(v)
-	if err := n.stage(v, staging, c); err != nil {
-		t.Fatal(err)
-	}
-	if after := dfFields(t, staging, "-B1", "--output=size")[0]; after < before+gib*9/10 {
-		t.Fatalf("filesystem is %d bytes after staging the grown volume, was %d", after, before)
-	}
-	n.unstage(v, staging)
-	n.detachAndDelete(v)
 }
 
 // TestBlockVolume publishes a raw block volume and moves bytes through it.

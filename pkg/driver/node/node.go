@@ -164,6 +164,7 @@ func (s *Service) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesR
 		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{
 			Rpc: &csi.NodeServiceCapability_RPC{Type: c}}})
 	}
+	caps = append(caps, s.healthCapabilities()...)
 	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
 }
 

@@ -1,9 +1,10 @@
 // Package admin serves the EC2 emulator's admin listener: Prometheus metrics
 // (per-action request counts and latencies), a health check, the fault
-// setting and the account quotas as JSON (read and change at run time), and
-// read-only JSON views
-// of the emulated cloud for scripts and demos. It is a separate listener
-// from the EC2 endpoint so a driver under test never sees it.
+// setting and the account quotas as JSON (read and change at run time), each
+// volume's health (what DescribeVolumeStatus reports, and a device that fails
+// its I/O; health.go), and read-only JSON views of the emulated cloud for
+// scripts and demos. It is a separate listener from the EC2 endpoint so a
+// driver under test never sees it.
 package admin
 
 import (
@@ -33,6 +34,7 @@ const (
 	PathVolumes       = "/volumes"
 	PathSnapshots     = "/snapshots"
 	PathInstances     = "/instances"
+	PathAudit         = "/audit"
 	contentTypeJSON   = "application/json"
 	headerContentType = "Content-Type"
 )
@@ -55,11 +57,15 @@ func NewHandler(cloud *model.Cloud, f *faults.Faults, g prometheus.Gatherer) htt
 	mux.HandleFunc("GET "+PathVolumes, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, nonNil(cloud.Volumes()))
 	})
+	handleVolumeHealth(mux, cloud)
 	mux.HandleFunc("GET "+PathSnapshots, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, nonNil(cloud.Snapshots()))
 	})
 	mux.HandleFunc("GET "+PathInstances, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, nonNil(cloud.Instances()))
+	})
+	mux.HandleFunc("GET "+PathAudit, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, cloud.Audit())
 	})
 	return mux
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -66,6 +67,20 @@ func TestAdminAPI(t *testing.T) {
 		{name: "instances", method: "GET", path: "/instances", wantStatus: 200, check: func(t *testing.T, body string) {
 			if !strings.Contains(body, env.LocalInstance().ID) {
 				t.Fatalf("instances %s", body)
+			}
+		}},
+		{name: "audit", method: "GET", path: "/audit", wantStatus: 200, check: func(t *testing.T, body string) {
+			if !strings.Contains(body, `"sharedVolumes": {}`) {
+				t.Fatalf("audit %s, want no volume attached to several instances", body)
+			}
+		}},
+		{name: "patch cloud faults", method: "PATCH", path: "/faults", body: `{"clockSkew":"-3m","staleReads":{"maxLag":"2s","probability":0.5},"commitThenFail":[{"action":"*","mode":"Reset","probability":0.05}]}`, wantStatus: 200, check: func(t *testing.T, body string) {
+			c := env.Faults().Config()
+			if time.Duration(c.ClockSkew) != -3*time.Minute || env.Faults().StaleWindow() != 2*time.Second || len(c.CommitThenFail) != 1 {
+				t.Fatalf("after patch %s", body)
+			}
+			if err := env.Faults().Set(faults.Config{}); err != nil {
+				t.Fatal(err)
 			}
 		}},
 		{name: "snapshots", method: "GET", path: "/snapshots", wantStatus: 200, check: func(t *testing.T, body string) {

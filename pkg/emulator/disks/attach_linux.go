@@ -38,6 +38,10 @@ func (s *loopStore) attachLocked(volumeID string) (string, error) {
 	if len(devs) > 0 {
 		devPath = s.preferredDevice(volumeID, devs).path()
 	} else {
+		// A new attachment is a new, healthy device (FailIO).
+		if err := clearIOFault(path); err != nil {
+			return "", fmt.Errorf("attach volume %s: %w", volumeID, err)
+		}
 		name, err := attachLoop(path)
 		if err != nil {
 			return "", fmt.Errorf("attach volume %s: %w", volumeID, err)
@@ -93,6 +97,9 @@ func (s *loopStore) Detach(volumeID string, force bool) error {
 		} else {
 			klog.V(2).InfoS("Detached volume", "volumeID", volumeID, "device", d.path())
 		}
+	}
+	if err := clearIOFault(path); err != nil {
+		return fmt.Errorf("detach volume %s: %w", volumeID, err)
 	}
 	if err := s.removeLink(volumeID); err != nil {
 		return fmt.Errorf("detach volume %s: %w", volumeID, err)
@@ -154,6 +161,9 @@ func (s *loopStore) detachStray(volumeID string, d loopDevice) error {
 		return fmt.Errorf("reconcile volume %s: %w", volumeID, err)
 	}
 	klog.V(2).InfoS("Removed the loop device of a volume that is not attached", "volumeID", volumeID, "device", d.path())
+	if err := clearIOFault(path); err != nil {
+		return fmt.Errorf("reconcile volume %s: %w", volumeID, err)
+	}
 	if err := s.removeLink(volumeID); err != nil {
 		return fmt.Errorf("reconcile volume %s: %w", volumeID, err)
 	}

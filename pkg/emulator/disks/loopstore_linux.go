@@ -304,6 +304,9 @@ func writeImageAtomically(finalPath string, fill func(*os.File) error) error {
 
 // removeImage deletes an image file durably; a missing file is fine.
 func removeImage(path string) error {
+	if err := clearIOFault(path); err != nil {
+		return err
+	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}

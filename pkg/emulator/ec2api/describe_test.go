@@ -153,6 +153,7 @@ func TestDescribeInstanceTypes(t *testing.T) {
 	}{
 		{typ: "m5.large", max: 28, limitType: types.AttachmentLimitTypeShared, nvme: types.EbsNvmeSupportRequired},
 		{typ: "m7i.large", max: 32, limitType: types.AttachmentLimitTypeDedicated, nvme: types.EbsNvmeSupportRequired},
+		{typ: "m7i.48xlarge", max: 128, limitType: types.AttachmentLimitTypeDedicated, nvme: types.EbsNvmeSupportRequired},
 		{typ: "t2.medium", max: 39, nvme: types.EbsNvmeSupportUnsupported},
 	}
 	for _, tc := range tests {
@@ -171,7 +172,7 @@ func TestDescribeInstanceTypes(t *testing.T) {
 		t.Fatalf("unknown type: %v", err)
 	}
 	out, err := f.client.DescribeInstanceTypes(f.ctx, &ec2.DescribeInstanceTypesInput{Filters: []types.Filter{filter("ebs-info.attachment-limit-type", "dedicated")}})
-	if err != nil || len(out.InstanceTypes) != 2 {
+	if err != nil || len(out.InstanceTypes) != 3 {
 		t.Fatalf("dedicated types: %d, %v", len(out.InstanceTypes), err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -133,6 +134,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, name, reqID, start, err)
 		return
 	}
+	if act.mutating && h.faults != nil {
+		if rule := h.faults.AfterCommit(name); rule != nil {
+			h.failAfterCommit(w, r, name, reqID, start, rule)
+			return
+		}
+	}
 	out.setRequestID(reqID)
 	var body bytes.Buffer
 	body.WriteString(xml.Header)
@@ -167,6 +174,43 @@ func (h *handler) injectFault(ctx context.Context, name string, act action, p pa
 		return model.Errorf(injected.Code, "%s", injected.Message)
 	}
 	return nil
+}
+
+// failAfterCommit fails a request the cloud has already applied, as the
+// commit-then-fail fault asks: an error answer, a reset connection, or no
+// answer until the client gives up (or the rule's stall has passed). The
+// client cannot tell the change was made; only its retry or a later read
+// shows it.
+func (h *handler) failAfterCommit(w http.ResponseWriter, r *http.Request, name, reqID string, start time.Time, rule *faults.CommitFailRule) {
+	switch rule.Mode {
+	case faults.FailInternalError, faults.FailUnavailable:
+		h.fail(w, name, reqID, start, model.Errorf(rule.Mode, "%s", faults.ErrorMessage(rule.Mode)))
+		return
+	case faults.FailStall:
+		t := time.NewTimer(time.Duration(rule.Stall))
+		select {
+		case <-r.Context().Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	h.metrics.observe(name, rule.Mode, time.Since(start).Seconds())
+	klog.V(4).InfoS("EC2 request applied, then its connection dropped", "action", name, "requestID", reqID, "mode", rule.Mode)
+	dropConnection(w)
+}
+
+// dropConnection closes the request's connection without an answer: with a
+// TCP reset where it can take the connection over, else by aborting the
+// response.
+func dropConnection(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		_ = tcp.SetLinger(0)
+	}
+	_ = conn.Close()
 }
 
 // errorResponse is EC2's error envelope.

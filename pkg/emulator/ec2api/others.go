@@ -111,6 +111,10 @@ func (h *handler) describeInstances(p params) (requestIDSetter, error) {
 	if err != nil {
 		return nil, err
 	}
+	if h.faults != nil {
+		// Block-device mappings are attachments: stale like the volumes'.
+		q.Lag = h.faults.ReadLag()
+	}
 	page, err := h.cloud.DescribeInstances(q)
 	if err != nil {
 		return nil, err

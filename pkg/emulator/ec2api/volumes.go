@@ -5,11 +5,12 @@ import (
 )
 
 // describeQuery reads a Describe* request's IDs, filters and paging, with
-// the eventual-consistency fault applied.
+// the eventual-consistency and stale-reads faults applied.
 func (h *handler) describeQuery(p params, idPrefix string) (model.Query, error) {
 	q, err := p.query(idPrefix)
 	if h.faults != nil {
 		q.Hide = h.faults.Hide()
+		q.Lag = h.faults.ReadLag()
 	}
 	return q, err
 }

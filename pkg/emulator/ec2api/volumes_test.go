@@ -108,14 +108,13 @@ func TestClientToken(t *testing.T) {
 	if n := len(f.env.Cloud().Volumes()); n != 2 {
 		t.Fatalf("%d volumes (root + one), want 2", n)
 	}
-	// A deleted volume still answers its token.
+	// The token of a deleted volume is refused, as EC2 refuses it.
 	if _, err := f.client.DeleteVolume(f.ctx, &ec2.DeleteVolumeInput{VolumeId: first.VolumeId}); err != nil {
 		t.Fatal(err)
 	}
 	f.client.DescribeVolumes(f.ctx, &ec2.DescribeVolumesInput{})
-	gone, err := f.client.CreateVolume(f.ctx, in(5))
-	if err != nil || aws.ToString(gone.VolumeId) != aws.ToString(first.VolumeId) {
-		t.Fatalf("token of a deleted volume: %v, %v", gone.VolumeId, err)
+	if _, err := f.client.CreateVolume(f.ctx, in(5)); apiCode(err) != "IdempotentParameterMismatch" {
+		t.Fatalf("token of a deleted volume: %v, want IdempotentParameterMismatch", err)
 	}
 	other, err := f.client.CreateVolume(f.ctx, &ec2.CreateVolumeInput{AvailabilityZone: aws.String(f.zone), Size: aws.Int32(5), ClientToken: aws.String("token-2")})
 	if err != nil || aws.ToString(other.VolumeId) == aws.ToString(first.VolumeId) {

@@ -202,10 +202,10 @@ type volumeStatusXML struct {
 		} `xml:"details"`
 	} `xml:"volumeStatus"`
 	Events struct {
-		Items []struct{} `xml:"item"`
+		Items []volumeEventXML `xml:"item"`
 	} `xml:"eventsSet"`
 	Actions struct {
-		Items []struct{} `xml:"item"`
+		Items []volumeActionXML `xml:"item"`
 	} `xml:"actionsSet"`
 	AttachmentStatuses struct {
 		Items []attachmentStatusXML `xml:"item"`
@@ -224,15 +224,59 @@ type initializationXML struct {
 	Estimate int64  `xml:"estimatedTimeToCompleteInSeconds"`
 }
 
+type volumeEventXML struct {
+	EventID     string `xml:"eventId,omitempty"`
+	EventType   string `xml:"eventType"`
+	Description string `xml:"description,omitempty"`
+	InstanceID  string `xml:"instanceId,omitempty"`
+	NotBefore   string `xml:"notBefore,omitempty"`
+	NotAfter    string `xml:"notAfter,omitempty"`
+}
+
+type volumeActionXML struct {
+	Code        string `xml:"code"`
+	Description string `xml:"description,omitempty"`
+	EventID     string `xml:"eventId,omitempty"`
+	EventType   string `xml:"eventType,omitempty"`
+}
+
+// optionalTS renders a time, or nothing for the zero time.
+func optionalTS(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return ts(t)
+}
+
 func volumeStatusOut(s model.VolumeStatus) volumeStatusXML {
 	var out volumeStatusXML
+	h := s.Health
 	out.VolumeID, out.AvailabilityZone, out.AvailabilityZoneID = s.VolumeID, s.Zone, s.ZoneID
-	out.VolumeStatus.Status = "ok"
-	out.VolumeStatus.Details.Items = []statusDetailXML{{Name: "io-enabled", Status: "passed"}, {Name: "io-performance", Status: "not-applicable"}}
-	for _, id := range s.Attachments {
-		out.AttachmentStatuses.Items = append(out.AttachmentStatuses.Items, attachmentStatusXML{InstanceID: id, IoPerformance: "normal"})
+	out.VolumeStatus.Status = h.StatusValue()
+	out.VolumeStatus.Details.Items = []statusDetailXML{
+		{Name: "io-enabled", Status: h.IOEnabledValue()}, {Name: "io-performance", Status: h.IOPerformanceValue()},
 	}
-	if s.FromSnapshot {
+	for _, e := range h.Events {
+		out.Events.Items = append(out.Events.Items, volumeEventXML{
+			EventID: e.ID, EventType: e.Type, Description: e.Description, InstanceID: e.InstanceID,
+			NotBefore: optionalTS(e.NotBefore), NotAfter: optionalTS(e.NotAfter),
+		})
+	}
+	for _, a := range h.Actions {
+		out.Actions.Items = append(out.Actions.Items, volumeActionXML{Code: a.Code, Description: a.Description, EventID: a.EventID, EventType: a.EventType})
+	}
+	perf := h.IOPerformance
+	if perf == "" || perf == model.PerformanceNotApplicable {
+		perf = model.PerformanceNormal
+	}
+	for _, id := range s.Attachments {
+		out.AttachmentStatuses.Items = append(out.AttachmentStatuses.Items, attachmentStatusXML{InstanceID: id, IoPerformance: perf})
+	}
+	switch {
+	case h.Initialization != nil:
+		in := h.Initialization
+		out.Initialization = &initializationXML{Type: in.Type, Progress: in.Progress, Estimate: in.EstimatedSeconds}
+	case s.FromSnapshot:
 		out.Initialization = &initializationXML{Type: "default", Progress: 100}
 	}
 	return out
@@ -250,6 +294,7 @@ type snapshotXML struct {
 	SnapshotID  string  `xml:"snapshotId"`
 	VolumeID    string  `xml:"volumeId"`
 	Status      string  `xml:"status"`
+	Message     string  `xml:"statusMessage,omitempty"`
 	StartTime   string  `xml:"startTime"`
 	Progress    string  `xml:"progress"`
 	OwnerID     string  `xml:"ownerId"`
@@ -267,7 +312,7 @@ func snapshotOut(s model.Snapshot) snapshotXML {
 		SnapshotID: s.ID, VolumeID: s.VolumeID, Status: string(s.State), StartTime: ts(s.StartTime),
 		Progress: strconv.Itoa(s.Progress) + "%", OwnerID: s.OwnerID, VolumeSize: s.VolumeSize,
 		Description: s.Description, Encrypted: s.Encrypted, KmsKeyID: s.KmsKeyID, StorageTier: "standard",
-		Tags: tagsXML(s.Tags),
+		Tags: tagsXML(s.Tags), Message: s.StateMessage,
 	}
 	if !s.Completion.IsZero() {
 		out.Completion = ts(s.Completion)

@@ -80,6 +80,14 @@ type Options struct {
 	IAM iam.Config
 	// KMS declares keys; an encrypted volume's KmsKeyId must name one.
 	KMS kms.Config
+	// DataDir holds the saved state and the volume images; empty means a
+	// private temporary directory. A test whose volumes must fail their
+	// I/O (the admin API's device faults) puts it on ext4.
+	DataDir string
+	// InMemory keeps the state in memory only, as --data-dir= does: every
+	// change costs no disk write (long runs with many changes), and
+	// Restart starts from an empty cloud. Not with Devices or DataDir.
+	InMemory bool
 }
 
 // Env is a running emulator for one test.
@@ -91,7 +99,8 @@ type Env struct {
 	IMDSURL string
 	// AdminURL serves /metrics, /faults, /volumes …
 	AdminURL string
-	// DataDir holds the saved state (and the volume images with Devices).
+	// DataDir holds the saved state (and the volume images with Devices);
+	// empty with Options.InMemory.
 	DataDir string
 	// LinkDir holds the by-id links of attached volumes (with Devices).
 	LinkDir string
@@ -106,7 +115,13 @@ func Start(t testing.TB, opts Options) *Env {
 	if opts.Devices {
 		testutil.RequireRoot(t)
 	}
-	env := &Env{DataDir: testutil.TempDir(t), LinkDir: opts.LinkDir}
+	if opts.InMemory && (opts.Devices || opts.DataDir != "") {
+		t.Fatal("emulatortest: InMemory keeps no state or volume images; it cannot have Devices or a DataDir")
+	}
+	env := &Env{DataDir: opts.DataDir, LinkDir: opts.LinkDir}
+	if env.DataDir == "" && !opts.InMemory {
+		env.DataDir = testutil.TempDir(t)
+	}
 	if opts.Devices && env.LinkDir == "" {
 		env.LinkDir = filepath.Join(testutil.TempDir(t), "by-id")
 		if err := os.MkdirAll(env.LinkDir, 0o755); err != nil {

@@ -73,3 +73,17 @@ func TestEnviron(t *testing.T) {
 		t.Fatalf("zone %s", env.Zone())
 	}
 }
+
+func TestInMemory(t *testing.T) {
+	env := emulatortest.Start(t, emulatortest.Options{InMemory: true})
+	if env.DataDir != "" {
+		t.Fatalf("an in-memory emulator has the data directory %q", env.DataDir)
+	}
+	if _, err := env.Cloud().CreateVolume(model.CreateVolumeInput{Zone: env.Zone(), Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	env.Restart(t)
+	if n := len(env.Cloud().Volumes()); n != 1 {
+		t.Fatalf("after a restart the in-memory cloud holds %d volumes, want only the new root volume", n)
+	}
+}

@@ -1,10 +1,13 @@
 // Package faults injects the misbehaviour of a real cloud into the EC2
-// emulator, so that a driver's retries, backoff and waiting can be tested:
-// added latency per action, EC2-style throttling (a token bucket per action,
-// sized by action class, answering RequestLimitExceeded), injected
-// InternalError / Unavailable answers, eventual consistency (new resources
-// missing from Describe* for a while), UnauthorizedOperation for chosen
-// actions, and attachments stuck in "attaching".
+// emulator, so that a driver's retries, backoff, waiting and idempotency
+// can be tested: added latency per action, EC2-style throttling (a token
+// bucket per action, sized by action class, answering RequestLimitExceeded),
+// injected InternalError / Unavailable answers, requests that are applied
+// and then fail (commit, then fail), eventual consistency (new resources
+// missing from Describe* for a while) and stale reads (Describe* answering
+// from the recent past), UnauthorizedOperation for chosen actions,
+// attachments stuck in "attaching", volumes and snapshots that fail after
+// they were accepted, and a clock that runs ahead of or behind the host's.
 //
 // Everything is set from flags at start and can be read and changed at run
 // time as JSON through the emulator's admin listener.
@@ -13,6 +16,7 @@ package faults
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -59,6 +63,22 @@ type Config struct {
 	EventualConsistency Duration `json:"eventualConsistency,omitempty"`
 	// StuckAttach keeps new attachments in "attaching".
 	StuckAttach StuckAttach `json:"stuckAttach"`
+	// CommitThenFail applies matching requests and then fails them, as a
+	// lost answer does: the change is made, the client cannot know it.
+	CommitThenFail []CommitFailRule `json:"commitThenFail,omitempty"`
+	// StaleReads makes Describe* calls answer from the recent past, for
+	// everything they report (attachments, tags, modifications, states).
+	StaleReads StaleReads `json:"staleReads"`
+	// AsyncFailures make new volumes or snapshots fail after the request
+	// that made them succeeded.
+	AsyncFailures []AsyncFailureRule `json:"asyncFailures,omitempty"`
+	// UnusableKMSKeys are KMS key IDs the account may name but not use:
+	// a volume encrypted with one goes creating → error and disappears,
+	// as when the role lacks permission on the key.
+	UnusableKMSKeys []string `json:"unusableKmsKeys,omitempty"`
+	// ClockSkew moves the emulated cloud's clock ahead of (positive) or
+	// behind (negative) the host's, for every timestamp it reports.
+	ClockSkew Duration `json:"clockSkew,omitempty"`
 	// Seed makes the random draws of error injection reproducible; 0 seeds
 	// from the clock.
 	Seed uint64 `json:"seed,omitempty"`
@@ -123,6 +143,61 @@ const (
 	CodeUnavailable   = "Unavailable"
 )
 
+// How a committed request fails (CommitFailRule.Mode).
+const (
+	// FailInternalError answers InternalError (HTTP 500).
+	FailInternalError = CodeInternalError
+	// FailUnavailable answers Unavailable (HTTP 503).
+	FailUnavailable = CodeUnavailable
+	// FailReset closes the connection without an answer (a TCP reset).
+	FailReset = "Reset"
+	// FailStall answers nothing until the client gives up (or Stall has
+	// passed), then closes the connection.
+	FailStall = "Stall"
+)
+
+// CommitFailRule applies matching requests and then fails them.
+type CommitFailRule struct {
+	// Action is the action name, or "*" for every mutating action.
+	Action string `json:"action"`
+	// Mode is InternalError, Unavailable, Reset or Stall.
+	Mode string `json:"mode"`
+	// Probability of failing a matching request that succeeded, 0 < p <= 1.
+	Probability float64 `json:"probability"`
+	// Count, when positive, stops the rule after that many failures.
+	Count int `json:"count,omitempty"`
+	// Stall bounds how long a Stall holds the request when the client does
+	// not give up first; zero means DefaultStall.
+	Stall Duration `json:"stall,omitempty"`
+}
+
+// DefaultStall is how long a stalled request is held at most: longer than
+// any client deadline worth testing, short enough that a server shutdown
+// is not held up for long.
+const DefaultStall = 2 * time.Minute
+
+// StaleReads makes Describe* answers stale: with Probability, a call sees
+// the cloud as it was a random moment up to MaxLag ago.
+type StaleReads struct {
+	MaxLag      Duration `json:"maxLag,omitempty"`
+	Probability float64  `json:"probability,omitempty"`
+}
+
+// AsyncFailureRule makes resources that a request created fail later:
+// volumes (CreateVolume, CopyVolumes) go creating → error and disappear,
+// snapshots (CreateSnapshot) go pending → error.
+type AsyncFailureRule struct {
+	// Action is CreateVolume, CopyVolumes, CreateSnapshot or "*".
+	Action string `json:"action"`
+	// Probability of failing a resource the action made, 0 < p <= 1.
+	Probability float64 `json:"probability"`
+	// Count, when positive, stops the rule after that many failures.
+	Count int `json:"count,omitempty"`
+}
+
+// asyncActions are the actions whose resources can fail asynchronously.
+var asyncActions = []string{"CreateVolume", "CopyVolumes", "CreateSnapshot", "*"}
+
 // Validate checks that every setting makes sense.
 func (c Config) Validate() error {
 	for a, d := range c.Latency {
@@ -156,6 +231,45 @@ func (c Config) Validate() error {
 	}
 	if c.StuckAttach.Next < 0 {
 		return fmt.Errorf("stuck attach count is negative")
+	}
+	for i, r := range c.CommitThenFail {
+		if r.Action == "" {
+			return fmt.Errorf("commit-then-fail rule %d: no action (use \"*\" for all)", i)
+		}
+		if !slices.Contains([]string{FailInternalError, FailUnavailable, FailReset, FailStall}, r.Mode) {
+			return fmt.Errorf("commit-then-fail rule %d: mode %q: want %s, %s, %s or %s", i, r.Mode, FailInternalError, FailUnavailable, FailReset, FailStall)
+		}
+		if err := checkRate("commit-then-fail", i, r.Probability, r.Count); err != nil {
+			return err
+		}
+		if r.Stall < 0 {
+			return fmt.Errorf("commit-then-fail rule %d: negative stall", i)
+		}
+	}
+	if c.StaleReads.MaxLag < 0 || c.StaleReads.Probability < 0 || c.StaleReads.Probability > 1 {
+		return fmt.Errorf("stale reads: want a lag of 0 or more and 0 <= probability <= 1")
+	}
+	if (c.StaleReads.MaxLag > 0) != (c.StaleReads.Probability > 0) {
+		return fmt.Errorf("stale reads: give both a lag and a probability, or neither")
+	}
+	for i, r := range c.AsyncFailures {
+		if !slices.Contains(asyncActions, r.Action) {
+			return fmt.Errorf("asynchronous failure rule %d: action %q: want one of %v", i, r.Action, asyncActions)
+		}
+		if err := checkRate("asynchronous failure", i, r.Probability, r.Count); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRate validates a rule's probability and count.
+func checkRate(kind string, i int, p float64, count int) error {
+	if p <= 0 || p > 1 {
+		return fmt.Errorf("%s rule %d: probability %v: want 0 < p <= 1", kind, i, p)
+	}
+	if count < 0 {
+		return fmt.Errorf("%s rule %d: negative count", kind, i)
 	}
 	return nil
 }

@@ -125,15 +125,11 @@ func (f *Faults) Before(ctx context.Context, action string, class Class) *Inject
 			continue
 		}
 		code := r.Code
-		if r.Count > 0 {
-			r.Count--
-			if r.Count == 0 {
-				// Spent: the rule is done.
-				f.cfg.Errors = slices.Delete(f.cfg.Errors, i, i+1)
-			}
+		if spend(&r.Count) {
+			f.cfg.Errors = slices.Delete(f.cfg.Errors, i, i+1)
 		}
 		klog.V(2).InfoS("Fault: injecting an error", "action", action, "code", code)
-		return &Injected{Code: code, Message: injectedMessage(code)}
+		return &Injected{Code: code, Message: ErrorMessage(code)}
 	}
 	return nil
 }
@@ -158,7 +154,8 @@ func (f *Faults) bucket(action string, class Class) *rate.Limiter {
 	return l
 }
 
-func injectedMessage(code string) string {
+// ErrorMessage is EC2's message for an injectable error code.
+func ErrorMessage(code string) string {
 	if code == CodeUnavailable {
 		return "The server is overloaded and can't handle the request."
 	}
@@ -194,6 +191,9 @@ func cloneConfig(c Config) Config {
 	out.Errors = slices.Clone(c.Errors)
 	out.Unauthorized = slices.Clone(c.Unauthorized)
 	out.StuckAttach.VolumeIDs = slices.Clone(c.StuckAttach.VolumeIDs)
+	out.CommitThenFail = slices.Clone(c.CommitThenFail)
+	out.AsyncFailures = slices.Clone(c.AsyncFailures)
+	out.UnusableKMSKeys = slices.Clone(c.UnusableKMSKeys)
 	return out
 }
 

@@ -25,6 +25,17 @@ func TestValidate(t *testing.T) {
 		{name: "negative count", cfg: Config{Errors: []ErrorRule{{Action: "*", Code: CodeUnavailable, Probability: 1, Count: -1}}}, wantErr: "negative count"},
 		{name: "negative consistency", cfg: Config{EventualConsistency: -1}, wantErr: "negative"},
 		{name: "negative stuck count", cfg: Config{StuckAttach: StuckAttach{Next: -1}}, wantErr: "negative"},
+		{name: "commit-then-fail", cfg: Config{CommitThenFail: []CommitFailRule{{Action: "*", Mode: FailStall, Probability: 0.05, Stall: Duration(time.Second)}}}},
+		{name: "commit-then-fail without action", cfg: Config{CommitThenFail: []CommitFailRule{{Mode: FailReset, Probability: 1}}}, wantErr: "no action"},
+		{name: "commit-then-fail unknown mode", cfg: Config{CommitThenFail: []CommitFailRule{{Action: "*", Mode: "Explode", Probability: 1}}}, wantErr: "mode"},
+		{name: "commit-then-fail probability", cfg: Config{CommitThenFail: []CommitFailRule{{Action: "*", Mode: FailReset}}}, wantErr: "probability"},
+		{name: "commit-then-fail negative stall", cfg: Config{CommitThenFail: []CommitFailRule{{Action: "*", Mode: FailStall, Probability: 1, Stall: -1}}}, wantErr: "negative stall"},
+		{name: "stale reads", cfg: Config{StaleReads: StaleReads{MaxLag: Duration(time.Second), Probability: 0.5}}},
+		{name: "stale reads without probability", cfg: Config{StaleReads: StaleReads{MaxLag: Duration(time.Second)}}, wantErr: "both"},
+		{name: "stale reads probability above one", cfg: Config{StaleReads: StaleReads{MaxLag: Duration(time.Second), Probability: 2}}, wantErr: "probability"},
+		{name: "async failure", cfg: Config{AsyncFailures: []AsyncFailureRule{{Action: "CreateSnapshot", Probability: 1, Count: 1}}}},
+		{name: "async failure of another action", cfg: Config{AsyncFailures: []AsyncFailureRule{{Action: "AttachVolume", Probability: 1}}}, wantErr: "want one of"},
+		{name: "async failure negative count", cfg: Config{AsyncFailures: []AsyncFailureRule{{Action: "*", Probability: 1, Count: -1}}}, wantErr: "negative count"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,6 +184,57 @@ func TestStickAttach(t *testing.T) {
 	}
 	if f.Config().StuckAttach.Next != 0 {
 		t.Fatal("the Next count was not used up")
+	}
+}
+
+func TestAfterCommit(t *testing.T) {
+	f := mustNew(t, Config{CommitThenFail: []CommitFailRule{
+		{Action: "CreateSnapshot", Mode: FailReset, Probability: 1, Count: 1},
+		{Action: "*", Mode: FailUnavailable, Probability: 1, Stall: Duration(time.Second)},
+	}})
+	if got := f.AfterCommit("CreateSnapshot"); got == nil || got.Mode != FailReset || got.Stall != Duration(DefaultStall) {
+		t.Fatalf("first CreateSnapshot: %+v, want a reset (with the default stall bound)", got)
+	}
+	if got := f.AfterCommit("CreateSnapshot"); got == nil || got.Mode != FailUnavailable || got.Stall != Duration(time.Second) {
+		t.Fatalf("second CreateSnapshot: %+v, want the catch-all rule", got)
+	}
+	if n := len(f.Config().CommitThenFail); n != 1 {
+		t.Fatalf("%d rules left, want the spent one gone", n)
+	}
+	if got := mustNew(t, Config{}).AfterCommit("CreateVolume"); got != nil {
+		t.Fatalf("no rule: %+v", got)
+	}
+}
+
+func TestFailAsync(t *testing.T) {
+	f := mustNew(t, Config{UnusableKMSKeys: []string{"key-1"}, AsyncFailures: []AsyncFailureRule{{Action: "CreateSnapshot", Probability: 1, Count: 2}}})
+	got := []bool{
+		f.FailAsync("CreateVolume", "key-1"), f.FailAsync("CreateVolume", "key-2"), f.FailAsync("CreateVolume", ""),
+		f.FailAsync("CreateSnapshot", ""), f.FailAsync("CreateSnapshot", ""), f.FailAsync("CreateSnapshot", ""),
+	}
+	want := []bool{true, false, false, true, true, false}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("FailAsync sequence %v, want %v", got, want)
+		}
+	}
+}
+
+func TestReadLagAndClock(t *testing.T) {
+	if lag := mustNew(t, Config{}).ReadLag(); lag != 0 {
+		t.Fatalf("lag %v without stale reads", lag)
+	}
+	f := mustNew(t, Config{Seed: 3, StaleReads: StaleReads{MaxLag: Duration(time.Second), Probability: 1}, ClockSkew: Duration(-time.Hour)})
+	for range 100 {
+		if lag := f.ReadLag(); lag <= 0 || lag > time.Second {
+			t.Fatalf("lag %v, want within (0, 1s]", lag)
+		}
+	}
+	if f.StaleWindow() != time.Second {
+		t.Fatalf("stale window %v", f.StaleWindow())
+	}
+	if off := time.Until(f.Now()); off > -59*time.Minute || off < -61*time.Minute {
+		t.Fatalf("the clock is %v off the host's, want an hour behind", off)
 	}
 }
 

@@ -60,6 +60,7 @@ func (c *Cloud) AttachVolume(in AttachVolumeInput) (Attachment, error) {
 		}
 		v.Attachments = append(v.Attachments, a)
 		v.State = VolumeInUse
+		c.auditAttachmentsLocked(v)
 		c.markDirty()
 		out = *a
 		klog.V(2).InfoS("Volume attaching", "volumeID", v.ID, "instanceID", inst.ID, "device", in.Device)

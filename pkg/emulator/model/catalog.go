@@ -59,6 +59,8 @@ var instanceTypes = map[string]InstanceType{
 	"m6i.large":  {Name: "m6i.large", Hypervisor: "nitro", MaxAttachments: 28, LimitType: LimitShared, MaxNetworkInterfaces: 3, VCPUs: 2, MemoryMiB: 8192},
 	"m7i.large":  {Name: "m7i.large", Hypervisor: "nitro", MaxAttachments: 32, LimitType: LimitDedicated, MaxNetworkInterfaces: 3, VCPUs: 2, MemoryMiB: 8192},
 	"m7i.xlarge": {Name: "m7i.xlarge", Hypervisor: "nitro", MaxAttachments: 32, LimitType: LimitDedicated, MaxNetworkInterfaces: 4, VCPUs: 4, MemoryMiB: 16384},
+	// A large node, for benchmarks that attach many volumes to one instance.
+	"m7i.48xlarge": {Name: "m7i.48xlarge", Hypervisor: "nitro", MaxAttachments: 128, LimitType: LimitDedicated, MaxNetworkInterfaces: 15, VCPUs: 192, MemoryMiB: 786432},
 }
 
 // LookupInstanceType returns the catalogue entry for name.

@@ -42,6 +42,12 @@ type Cloud struct {
 	dirty bool
 	// generation counts the changed states; the persister writes the newest.
 	generation uint64
+	// tokensPruned is when expired ClientTokens were last forgotten.
+	tokensPruned time.Time
+	// past holds recent states for stale reads (see history.go).
+	past history
+	// audit records what the cloud saw happen, for tests (see Audit).
+	audit Audit
 
 	kick chan struct{}
 	stop chan struct{}
@@ -153,8 +159,10 @@ func (c *Cloud) Now() time.Time { return c.cfg.Now() }
 func (c *Cloud) do(fn func(now time.Time) error) error {
 	c.mu.Lock()
 	now := c.cfg.Now()
+	c.recordLocked(now)
 	c.advance(now)
 	err := fn(now)
+	c.recordLocked(now)
 	changed := c.dirty
 	want := c.nextGenerationLocked()
 	c.mu.Unlock()

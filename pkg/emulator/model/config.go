@@ -103,9 +103,26 @@ type Config struct {
 	// StickAttach, when set, is asked at every AttachVolume whether the new
 	// attachment should stay in "attaching" (the stuck-attach fault).
 	StickAttach func(volumeID string) bool
-	// Now is the clock; nil means time.Now. Tests set it to step time.
+	// FailAsync, when set, is asked for every volume or snapshot a request
+	// makes whether it should fail later (the asynchronous-failure fault):
+	// the action, and the volume's KMS key ("" for a snapshot).
+	FailAsync func(action, kmsKeyID string) bool
+	// StaleWindow, when set, says how far back a stale read may reach (the
+	// stale-reads fault): the cloud keeps its past states that long.
+	StaleWindow func() time.Duration
+	// ClientTokenTTL is how long a ClientToken is remembered; 0 means
+	// DefaultClientTokenTTL.
+	ClientTokenTTL time.Duration
+	// Now is the clock; nil means time.Now. Tests set it to step time; the
+	// emulator sets it to the clock-skew fault's clock.
 	Now func() time.Time
 }
+
+// DefaultClientTokenTTL is how long the emulated cloud remembers a
+// ClientToken. EC2 documents no lifetime for the tokens of CreateVolume and
+// CopyVolumes; it keeps them at least for hours. A day keeps every retry a
+// client makes within the same token, and lets a test see a token expire.
+const DefaultClientTokenTTL = 24 * time.Hour
 
 // withDefaults fills in the defaults and validates the configuration.
 func (cfg Config) withDefaults() (Config, error) {
@@ -123,6 +140,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.ModificationsPerDay == 0 {
 		cfg.ModificationsPerDay = DefaultModificationsPerDay
+	}
+	if cfg.ClientTokenTTL < 0 {
+		return cfg, errors.New("model: the client token lifetime is negative")
+	}
+	if cfg.ClientTokenTTL == 0 {
+		cfg.ClientTokenTTL = DefaultClientTokenTTL
 	}
 	quotas, err := cfg.Quotas.withDefaults()
 	if err != nil {

@@ -23,7 +23,7 @@ var instancePaging = pageRules{param: "instanceId", min: 5, max: 1000}
 // DescribeInstances lists instances with their block-device mappings.
 func (c *Cloud) DescribeInstances(q Query) (Page[InstanceView], error) {
 	var page Page[InstanceView]
-	err := c.do(func(time.Time) error {
+	err := c.do(func(now time.Time) error {
 		size, e := checkPaging(q, instancePaging)
 		if e != nil {
 			return e
@@ -49,10 +49,11 @@ func (c *Cloud) DescribeInstances(q Query) (Page[InstanceView], error) {
 				ins = append(ins, in)
 			}
 		}
+		w := c.readWorld(now, q.Lag)
 		items := make([]InstanceView, 0, len(ins))
 		for _, in := range ins {
 			z, _ := findZone(c.cfg.Zones, in.Zone)
-			items = append(items, InstanceView{Instance: cloneInstance(in), ZoneID: z.ID, BlockDevices: c.instanceAttachments(in.ID)})
+			items = append(items, InstanceView{Instance: cloneInstance(in), ZoneID: z.ID, BlockDevices: w.instanceAttachments(in.ID)})
 		}
 		items, e = filterItems(items, q.Filters, instanceField, func(v InstanceView) map[string]string { return v.Tags })
 		if e != nil {
@@ -219,15 +220,16 @@ func (c *Cloud) zoneField(z Zone, name string) ([]string, bool) {
 	return nil, false
 }
 
-// VolumeStatus is one volume's status as DescribeVolumeStatus reports it.
-// The emulated volumes are always healthy; volumes restored from a snapshot
-// report their initialization as done.
+// VolumeStatus is one volume's status as DescribeVolumeStatus reports it:
+// the health the admin API set (healthy unless set); volumes restored from a
+// snapshot report their initialization as done unless it says otherwise.
 type VolumeStatus struct {
 	VolumeID     string
 	Zone         string
 	ZoneID       string
 	FromSnapshot bool
 	Attachments  []string
+	Health       VolumeHealth
 }
 
 // volumeStatusPaging are DescribeVolumeStatus' MaxResults bounds.
@@ -241,14 +243,14 @@ func (c *Cloud) DescribeVolumeStatus(q Query) (Page[VolumeStatus], error) {
 		if e != nil {
 			return e
 		}
-		vols, e := c.selectVolumes(Query{IDs: q.IDs, Hide: q.Hide}, now)
+		vols, e := c.selectVolumes(Query{IDs: q.IDs, Hide: q.Hide, Lag: q.Lag}, now)
 		if e != nil {
 			return e
 		}
 		var items []VolumeStatus
 		for _, v := range vols {
 			z, _ := findZone(c.cfg.Zones, v.Zone)
-			st := VolumeStatus{VolumeID: v.ID, Zone: v.Zone, ZoneID: z.ID, FromSnapshot: v.SnapshotID != ""}
+			st := VolumeStatus{VolumeID: v.ID, Zone: v.Zone, ZoneID: z.ID, FromSnapshot: v.SnapshotID != "", Health: v.Health}
 			for _, a := range v.Attachments {
 				st.Attachments = append(st.Attachments, a.InstanceID)
 			}
@@ -266,15 +268,27 @@ func (c *Cloud) DescribeVolumeStatus(q Query) (Page[VolumeStatus], error) {
 
 // volumeStatusField answers the DescribeVolumeStatus filters.
 func volumeStatusField(s VolumeStatus, name string) ([]string, bool) {
+	h := s.Health
+	var vals []string
 	switch name {
 	case "availability-zone":
 		return []string{s.Zone}, true
 	case "volume-status.status":
-		return []string{"ok"}, true
+		return []string{h.StatusValue()}, true
 	case "volume-status.details-name":
 		return []string{"io-enabled", "io-performance"}, true
 	case "volume-status.details-status":
-		return []string{"passed", "not-applicable"}, true
+		return []string{h.IOEnabledValue(), h.IOPerformanceValue()}, true
+	case "event.event-type", "event.event-id", "event.description", "event.not-before", "event.not-after":
+		for _, e := range h.Events {
+			vals = append(vals, e.field(name))
+		}
+		return vals, true
+	case "action.code", "action.event-id", "action.description":
+		for _, a := range h.Actions {
+			vals = append(vals, a.field(name))
+		}
+		return vals, true
 	}
 	return nil, false
 }

@@ -207,8 +207,13 @@ type InstanceView struct {
 // instanceAttachments lists the attachments of an instance, root first, then
 // by device name.
 func (c *Cloud) instanceAttachments(id string) []Attachment {
+	return c.currentWorld().instanceAttachments(id)
+}
+
+// instanceAttachments lists the attachments of an instance in a world.
+func (w world) instanceAttachments(id string) []Attachment {
 	var out []Attachment
-	for _, v := range c.st.Volumes {
+	for _, v := range w.volumes {
 		for _, a := range v.Attachments {
 			if a.InstanceID == id {
 				out = append(out, *a)

@@ -108,20 +108,21 @@ func (c *Cloud) DescribeVolumesModifications(q Query) (Page[Modification], error
 		if e != nil {
 			return e
 		}
+		w := c.readWorld(now, q.Lag)
 		var items []Modification
 		if len(q.IDs) > 0 {
 			for _, id := range dedupe(q.IDs) {
-				if _, e := c.volumeByID(id, q.Hide, now); e != nil {
+				if _, e := w.volume(id, q.Hide, now); e != nil {
 					return e
 				}
-				m := c.st.Modifications[id]
+				m := w.modifications[id]
 				if m == nil {
 					return Errorf(CodeInvalidVolumeModNotFound, "Modification for volume '%s' does not exist.", id)
 				}
 				items = append(items, *m)
 			}
 		} else {
-			for _, m := range c.st.Modifications {
+			for _, m := range w.modifications {
 				items = append(items, *m)
 			}
 		}

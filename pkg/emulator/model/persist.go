@@ -39,15 +39,15 @@ type state struct {
 }
 
 // clientToken remembers what an idempotent request asked for and what it
-// made, so a retry gets the same answer and a reuse with other parameters
-// is refused.
+// made, so a retry gets the same answer and a reuse with other parameters,
+// or after what it made is gone, is refused.
 type clientToken struct {
 	Action    string   `json:"action"`
 	Request   string   `json:"request"`
 	VolumeIDs []string `json:"volumeIds"`
-	// Volumes are the volumes as first reported, answered again when a
-	// volume no longer exists.
-	Volumes []Volume `json:"volumes"`
+	// Created is when the token was first used; it is forgotten
+	// ClientTokenTTL later.
+	Created time.Time `json:"created,omitzero"`
 }
 
 func newState() *state {

@@ -29,6 +29,9 @@ type Query struct {
 	// eventually consistent EC2 can (the eventual-consistency fault). Such
 	// resources are unknown to this query, also when asked for by ID.
 	Hide time.Duration
+	// Lag answers from the cloud as it was this long ago (the stale-reads
+	// fault): states, attachments, tags and modifications alike.
+	Lag time.Duration
 }
 
 // Page is one page of a Describe* answer.

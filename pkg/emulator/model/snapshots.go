@@ -56,6 +56,7 @@ func (c *Cloud) CreateSnapshot(in CreateSnapshotInput) (Snapshot, error) {
 		if err := c.cfg.Store.CreateSnapshot(s.ID, v.ID); err != nil {
 			return fmt.Errorf("disk store: snapshot %s of %s: %w", s.ID, v.ID, err)
 		}
+		s.Failing = c.cfg.FailAsync != nil && c.cfg.FailAsync("CreateSnapshot", "")
 		c.st.Snapshots[s.ID] = s
 		c.markDirty()
 		out = cloneSnapshot(s)
@@ -115,6 +116,7 @@ func (c *Cloud) DescribeSnapshots(q SnapshotQuery) (Page[Snapshot], error) {
 		if e != nil {
 			return e
 		}
+		w := c.readWorld(now, q.Lag)
 		var items []Snapshot
 		if len(q.IDs) > 0 {
 			var missing []string
@@ -122,7 +124,7 @@ func (c *Cloud) DescribeSnapshots(q SnapshotQuery) (Page[Snapshot], error) {
 				if e := checkSnapshotID(id); e != nil {
 					return e
 				}
-				s := c.st.Snapshots[id]
+				s := w.snapshots[id]
 				if s == nil || !visible(s.StartTime, now, q.Hide) {
 					missing = append(missing, id)
 					continue
@@ -133,7 +135,7 @@ func (c *Cloud) DescribeSnapshots(q SnapshotQuery) (Page[Snapshot], error) {
 				return snapshotNotFound(missing...)
 			}
 		} else {
-			for _, s := range c.st.Snapshots {
+			for _, s := range w.snapshots {
 				if visible(s.StartTime, now, q.Hide) {
 					items = append(items, cloneSnapshot(s))
 				}

@@ -178,12 +178,13 @@ func (c *Cloud) DescribeTags(q Query) (Page[TagDescription], error) {
 				items = append(items, TagDescription{ResourceID: id, ResourceType: typ, Key: k, Value: v})
 			}
 		}
-		for _, v := range c.st.Volumes {
+		w := c.readWorld(now, q.Lag)
+		for _, v := range w.volumes {
 			if visible(v.CreateTime, now, q.Hide) {
 				add(v.ID, "volume", v.Tags)
 			}
 		}
-		for _, s := range c.st.Snapshots {
+		for _, s := range w.snapshots {
 			if visible(s.StartTime, now, q.Hide) {
 				add(s.ID, "snapshot", s.Tags)
 			}

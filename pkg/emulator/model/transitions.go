@@ -14,18 +14,22 @@ import (
 // the next advance; a detach of a busy device waits the same way.
 func (c *Cloud) advance(now time.Time) {
 	for id, v := range c.st.Volumes {
-		c.advanceVolume(v, now)
-		if v.State == VolumeDeleting && !now.Before(v.Due) {
-			if err := c.cfg.Store.DeleteVolume(id); err != nil && !errors.Is(err, disks.ErrNotFound) {
-				klog.ErrorS(err, "Disk store could not delete the volume; will retry", "volumeID", id)
-				continue
-			}
-			delete(c.st.Volumes, id)
-			delete(c.st.Modifications, id)
-			delete(c.st.ModificationStarts, id)
-			c.markDirty()
-			klog.V(2).InfoS("Volume deleted", "volumeID", id)
+		// A volume that failed disappears like a deleted one, but not in the
+		// same step that failed it: a client sees it in "error" first.
+		leaving := v.State == VolumeDeleting || (v.State == VolumeError && v.Failing)
+		if !leaving || now.Before(v.Due) {
+			c.advanceVolume(v, now)
+			continue
 		}
+		if err := c.cfg.Store.DeleteVolume(id); err != nil && !errors.Is(err, disks.ErrNotFound) {
+			klog.ErrorS(err, "Disk store could not delete the volume; will retry", "volumeID", id)
+			continue
+		}
+		delete(c.st.Volumes, id)
+		delete(c.st.Modifications, id)
+		delete(c.st.ModificationStarts, id)
+		c.markDirty()
+		klog.V(2).InfoS("Volume deleted", "volumeID", id)
 	}
 	for _, s := range c.st.Snapshots {
 		c.advanceSnapshot(s, now)
@@ -40,6 +44,12 @@ func (c *Cloud) advanceVolume(v *Volume, now time.Time) {
 	if v.State == VolumeCreating && !now.Before(v.Due) {
 		v.State = VolumeAvailable
 		v.Due = time.Time{}
+		if v.Failing {
+			// It disappears as a deleted volume does, a while later.
+			v.State = VolumeError
+			v.Due = now.Add(c.cfg.Latencies.VolumeDelete)
+			klog.InfoS("Fault: volume failed", "volumeID", v.ID, "kmsKeyId", v.KmsKeyID)
+		}
 		c.markDirty()
 	}
 	kept := v.Attachments[:0]
@@ -103,6 +113,14 @@ func (c *Cloud) onHost(v *Volume, a *Attachment) bool {
 // advanceSnapshot updates a pending snapshot's progress and completes it.
 func (c *Cloud) advanceSnapshot(s *Snapshot, now time.Time) {
 	if s.State != SnapshotPending {
+		return
+	}
+	if !now.Before(s.Due) && s.Failing {
+		s.State = SnapshotError
+		s.StateMessage = "Snapshot failed: an internal error occurred while copying the volume's data."
+		s.Due = time.Time{}
+		c.markDirty()
+		klog.InfoS("Fault: snapshot failed", "snapshotID", s.ID, "volumeID", s.VolumeID)
 		return
 	}
 	if !now.Before(s.Due) {
@@ -192,7 +210,7 @@ func (c *Cloud) nextWakeLocked(now time.Time) (wait time.Duration, pending bool)
 		}
 	}
 	for _, v := range c.st.Volumes {
-		if v.State == VolumeCreating || v.State == VolumeDeleting {
+		if v.State == VolumeCreating || v.State == VolumeDeleting || (v.State == VolumeError && v.Failing) {
 			consider(v.Due)
 		}
 		for _, a := range v.Attachments {

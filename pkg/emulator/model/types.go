@@ -74,6 +74,12 @@ type Volume struct {
 	// attachment limit but is never exposed through the disk store, because
 	// the host already has its own root disk.
 	Root bool `json:"root,omitempty"`
+	// Health is what DescribeVolumeStatus reports (health.go).
+	Health VolumeHealth `json:"health,omitzero"`
+	// Failing makes the volume go to "error" instead of "available" when it
+	// is created, and disappear a while later (an asynchronous failure:
+	// an unusable KMS key, or the fault).
+	Failing bool `json:"failing,omitempty"`
 }
 
 // Attachment is a volume attached (or being attached) to an instance.
@@ -110,8 +116,12 @@ type Snapshot struct {
 	KmsKeyID    string            `json:"kmsKeyId,omitempty"`
 	OwnerID     string            `json:"ownerId"`
 	Tags        map[string]string `json:"tags,omitempty"`
-	// Due is when a pending snapshot completes.
+	// Due is when a pending snapshot completes (or fails).
 	Due time.Time `json:"due,omitzero"`
+	// Failing makes the pending snapshot go to "error" instead of
+	// "completed" (an asynchronous failure fault); StateMessage says why.
+	Failing      bool   `json:"failing,omitempty"`
+	StateMessage string `json:"stateMessage,omitempty"`
 }
 
 // VolumeSettings are the parameters a modification changes.

@@ -34,7 +34,7 @@ type CreateVolumeInput struct {
 func (c *Cloud) CreateVolume(in CreateVolumeInput) (Volume, error) {
 	var out Volume
 	err := c.do(func(now time.Time) error {
-		if prev, e := c.replayToken("CreateVolume", in.ClientToken, in); e != nil || prev != nil {
+		if prev, e := c.replayToken("CreateVolume", in.ClientToken, in, now); e != nil || prev != nil {
 			if prev != nil {
 				out = prev[0]
 			}
@@ -53,9 +53,10 @@ func (c *Cloud) CreateVolume(in CreateVolumeInput) (Volume, error) {
 		if err := c.createBytes(v); err != nil {
 			return err
 		}
+		v.Failing = c.cfg.FailAsync != nil && c.cfg.FailAsync("CreateVolume", v.KmsKeyID)
 		c.st.Volumes[v.ID] = v
 		out = cloneVolume(v)
-		c.rememberToken("CreateVolume", in.ClientToken, in, []Volume{out})
+		c.rememberToken("CreateVolume", in.ClientToken, in, []Volume{out}, now)
 		c.markDirty()
 		klog.V(2).InfoS("Volume created", "volumeID", v.ID, "zone", v.Zone, "size", v.Size, "type", v.Type, "snapshotID", v.SnapshotID)
 		return nil
@@ -196,7 +197,7 @@ type CopyVolumesInput struct {
 func (c *Cloud) CopyVolumes(in CopyVolumesInput) ([]Volume, error) {
 	var out []Volume
 	err := c.do(func(now time.Time) error {
-		if prev, e := c.replayToken("CopyVolumes", in.ClientToken, in); e != nil || prev != nil {
+		if prev, e := c.replayToken("CopyVolumes", in.ClientToken, in, now); e != nil || prev != nil {
 			out = prev
 			return asError(e)
 		}
@@ -249,9 +250,10 @@ func (c *Cloud) CopyVolumes(in CopyVolumesInput) ([]Volume, error) {
 		if err := c.createBytes(v); err != nil {
 			return err
 		}
+		v.Failing = c.cfg.FailAsync != nil && c.cfg.FailAsync("CopyVolumes", v.KmsKeyID)
 		c.st.Volumes[v.ID] = v
 		out = []Volume{cloneVolume(v)}
-		c.rememberToken("CopyVolumes", in.ClientToken, in, out)
+		c.rememberToken("CopyVolumes", in.ClientToken, in, out, now)
 		c.markDirty()
 		klog.V(2).InfoS("Volume copied", "volumeID", v.ID, "sourceVolumeID", src.ID, "size", v.Size, "type", v.Type)
 		return nil
@@ -259,11 +261,12 @@ func (c *Cloud) CopyVolumes(in CopyVolumesInput) ([]Volume, error) {
 	return out, err
 }
 
-// replayToken answers a request whose ClientToken was seen before: the
-// volumes it made (as they are now, or as first reported once gone), or
-// IdempotentParameterMismatch when the parameters differ. Both results are
-// nil for a new token.
-func (c *Cloud) replayToken(action, token string, req any) ([]Volume, *Error) {
+// replayToken answers a request whose ClientToken was seen before (within
+// ClientTokenTTL): the volumes it made, as they are now. The same token
+// with other parameters, or once a volume it made is gone, answers
+// IdempotentParameterMismatch, as EC2 does. Both results are nil for a new
+// token.
+func (c *Cloud) replayToken(action, token string, req any, now time.Time) ([]Volume, *Error) {
 	if token == "" {
 		return nil, nil
 	}
@@ -271,35 +274,58 @@ func (c *Cloud) replayToken(action, token string, req any) ([]Volume, *Error) {
 		return nil, Errorf(CodeInvalidParameterValue, "The client token must be 64 characters or fewer.")
 	}
 	rec := c.st.Tokens[token]
-	if rec == nil {
+	if rec == nil || c.tokenExpired(rec, now) {
 		return nil, nil
 	}
+	mismatch := Errorf(CodeIdempotentParameterMismatch, "The client token you have provided is associated with a resource that is already deleted or was created with different parameters. Please use a different client token.")
 	body, _ := json.Marshal(req)
 	if rec.Action != action || rec.Request != string(body) {
-		return nil, Errorf(CodeIdempotentParameterMismatch, "The client token you have provided is associated with a resource that is already deleted or was created with different parameters. Please use a different client token.")
+		return nil, mismatch
 	}
 	out := make([]Volume, len(rec.VolumeIDs))
 	for i, id := range rec.VolumeIDs {
-		if v := c.st.Volumes[id]; v != nil {
-			out[i] = cloneVolume(v)
-		} else {
-			out[i] = rec.Volumes[i]
+		v := c.st.Volumes[id]
+		if v == nil {
+			return nil, mismatch
 		}
+		out[i] = cloneVolume(v)
 	}
 	return out, nil
 }
 
+// tokenExpired reports whether a token is older than ClientTokenTTL. A
+// token saved before tokens had a time counts from now.
+func (c *Cloud) tokenExpired(rec *clientToken, now time.Time) bool {
+	if rec.Created.IsZero() {
+		rec.Created = now.UTC()
+		c.markDirty()
+	}
+	return now.Sub(rec.Created) >= c.cfg.ClientTokenTTL
+}
+
+// tokenPruneInterval is how often remembering a token also forgets the
+// expired ones, so the saved state does not grow without bound.
+const tokenPruneInterval = time.Minute
+
 // rememberToken records an idempotent request and what it made.
-func (c *Cloud) rememberToken(action, token string, req any, made []Volume) {
+func (c *Cloud) rememberToken(action, token string, req any, made []Volume, now time.Time) {
 	if token == "" {
 		return
+	}
+	if now.Sub(c.tokensPruned) >= tokenPruneInterval {
+		for t, rec := range c.st.Tokens {
+			if c.tokenExpired(rec, now) {
+				delete(c.st.Tokens, t)
+			}
+		}
+		c.tokensPruned = now
 	}
 	body, _ := json.Marshal(req)
 	ids := make([]string, len(made))
 	for i, v := range made {
 		ids[i] = v.ID
 	}
-	c.st.Tokens[token] = &clientToken{Action: action, Request: string(body), VolumeIDs: ids, Volumes: made}
+	c.st.Tokens[token] = &clientToken{Action: action, Request: string(body), VolumeIDs: ids, Created: now.UTC()}
 }
 
 // asError converts a possibly nil *Error into an error without the typed-nil
@@ -343,10 +369,15 @@ func (c *Cloud) DeleteVolume(id string, dryRun bool) error {
 // volumeByID finds a volume for a request naming it, with EC2's errors for a
 // malformed or unknown ID. hide applies the eventual-consistency fault.
 func (c *Cloud) volumeByID(id string, hide time.Duration, now time.Time) (*Volume, *Error) {
+	return c.currentWorld().volume(id, hide, now)
+}
+
+// volume finds a volume of a world by ID, as volumeByID does.
+func (w world) volume(id string, hide time.Duration, now time.Time) (*Volume, *Error) {
 	if e := checkVolumeID(id); e != nil {
 		return nil, e
 	}
-	v := c.st.Volumes[id]
+	v := w.volumes[id]
 	if v == nil || !visible(v.CreateTime, now, hide) {
 		return nil, volumeNotFound(id)
 	}
@@ -374,13 +405,14 @@ func (c *Cloud) DescribeVolumes(q Query) (Page[Volume], error) {
 	return page, err
 }
 
-// selectVolumes applies a query's IDs, visibility and filters.
+// selectVolumes applies a query's IDs, visibility, lag and filters.
 func (c *Cloud) selectVolumes(q Query, now time.Time) ([]Volume, *Error) {
+	w := c.readWorld(now, q.Lag)
 	var items []Volume
 	if len(q.IDs) > 0 {
 		var missing []string
 		for _, id := range dedupe(q.IDs) {
-			v, e := c.volumeByID(id, q.Hide, now)
+			v, e := w.volume(id, q.Hide, now)
 			if e != nil && e.Code != CodeInvalidVolumeNotFound {
 				return nil, e
 			}
@@ -394,7 +426,7 @@ func (c *Cloud) selectVolumes(q Query, now time.Time) ([]Volume, *Error) {
 			return nil, volumeNotFound(missing...)
 		}
 	} else {
-		for _, v := range c.st.Volumes {
+		for _, v := range w.volumes {
 			if visible(v.CreateTime, now, q.Hide) {
 				items = append(items, cloneVolume(v))
 			}

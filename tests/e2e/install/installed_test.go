@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -81,50 +83,228 @@ func TestInstalled(t *testing.T) {
 
 // checkNodePolicy acts as the node plugin's ServiceAccount (RBAC lets it
 // patch every Node) and asks for changes the ValidatingAdmissionPolicy
-// diskplane-node-startup-taint must refuse: a label, and a taint added. An
-// impersonated request carries no node name, so only the "nothing but the
-// startup taint" rules apply, which is what these changes break.
+// diskplane-node-startup-taint must refuse, and for the one it must allow:
+//   - impersonated, the request carries no node name, so the policy cannot
+//     tell which Node is the plugin's own: even removing the startup taint
+//     is refused;
+//   - with a token bound to the node plugin's pod (which names the pod's
+//     Node), a label, an owner reference or a finalizer added to another
+//     Node (an object made for the test) or to its own Node, or a taint
+//     added, is refused; then, with the startup taint put back for the test
+//     (as NoSchedule, so that nothing is evicted), removing it together with
+//     adding a label is refused, and removing it alone is allowed.
 func checkNodePolicy(t *testing.T) {
 	t.Helper()
-	cfg := rest.CopyConfig(env.config)
-	cfg.Impersonate = rest.ImpersonationConfig{
+	impersonated := rest.CopyConfig(env.config)
+	impersonated.Impersonate = rest.ImpersonationConfig{
 		UserName: fmt.Sprintf("system:serviceaccount:%s:%s", env.namespace, nodeName),
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + env.namespace, "system:authenticated"},
 	}
-	asPlugin, err := kubernetes.NewForConfig(cfg)
+	asImpersonated, err := kubernetes.NewForConfig(impersonated)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The account may read its Node: RBAC works as the chart says.
-	if _, err := asPlugin.CoreV1().Nodes().Get(t.Context(), env.node, metav1.GetOptions{}); err != nil {
+	if _, err := asImpersonated.CoreV1().Nodes().Get(t.Context(), env.node, metav1.GetOptions{}); err != nil {
 		t.Fatalf("the node plugin's account cannot get node %s: %v", env.node, err)
 	}
-	before, err := env.client.CoreV1().Nodes().Get(t.Context(), env.node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	asPlugin := pluginClient(t)
+	other := otherNode(t)
+	owner := ownerReference(t)
+
+	taintKey := env.driverName + "/agent-not-ready"
+	label := `{"metadata":{"labels":{"diskplane-e2e/forbidden":"true"}}}`
+	ownerRef := `{"metadata":{"ownerReferences":[` + owner + `]}}`
+	finalizer := `{"metadata":{"finalizers":["diskplane-e2e/forbidden"]}}`
+	type change struct {
+		name   string
+		client kubernetes.Interface
+		node   string
+		patch  string
 	}
-	taints, err := json.Marshal(before.Spec.Taints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct{ name, patch, undo string }{
-		{"a label", `{"metadata":{"labels":{"diskplane-e2e/forbidden":"true"}}}`,
-			`{"metadata":{"labels":{"diskplane-e2e/forbidden":null}}}`},
-		{"a taint", `{"spec":{"taints":[{"key":"diskplane-e2e/forbidden","effect":"NoSchedule"}]}}`,
-			`{"spec":{"taints":` + string(taints) + `}}`},
-	} {
-		_, err := asPlugin.CoreV1().Nodes().Patch(t.Context(), env.node, types.MergePatchType, []byte(tc.patch), metav1.PatchOptions{})
-		if err == nil {
-			t.Errorf("the node plugin's account could add %s to node %s; the admission policy should refuse", tc.name, env.node)
-			if _, err := env.client.CoreV1().Nodes().Patch(t.Context(), env.node, types.MergePatchType, []byte(tc.undo), metav1.PatchOptions{}); err != nil {
-				t.Errorf("undo %s on node %s: %v", tc.name, env.node, err)
+	refused := func(changes ...change) {
+		for _, tc := range changes {
+			err := patchNode(t, tc.client, tc.node, tc.patch, taintKey)
+			if err == nil {
+				t.Errorf("%s as the node plugin's account was admitted; the admission policy should refuse it", tc.name)
+				restoreNode(t, tc.node)
+				continue
 			}
-			continue
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "diskplane-node-startup-taint") {
+				t.Errorf("%s as the node plugin's account: %v, want Forbidden by ValidatingAdmissionPolicy diskplane-node-startup-taint", tc.name, err)
+				continue
+			}
+			t.Logf("%s as the node plugin's account: refused: %v", tc.name, err)
 		}
-		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "diskplane-node-startup-taint") {
-			t.Errorf("adding %s as the node plugin's account: %v, want Forbidden by ValidatingAdmissionPolicy diskplane-node-startup-taint", tc.name, err)
-			continue
-		}
-		t.Logf("adding %s as the node plugin's account: refused: %v", tc.name, err)
 	}
+	// The node carries no startup taint now (the plugin removed it): the
+	// taint rule holds, the others decide.
+	refused(
+		change{"impersonated: a label", asImpersonated, env.node, label},
+		change{"another Node: a label", asPlugin, other, label},
+		change{"another Node: an owner reference", asPlugin, other, ownerRef},
+		change{"another Node: a finalizer", asPlugin, other, finalizer},
+		change{"its own Node: a label", asPlugin, env.node, label},
+		change{"its own Node: an owner reference", asPlugin, env.node, ownerRef},
+		change{"its own Node: a finalizer", asPlugin, env.node, finalizer},
+		change{"its own Node: a taint", asPlugin, env.node, `{"spec":{"taints":[{"key":"diskplane-e2e/forbidden","effect":"NoSchedule"}]}}`},
+	)
+
+	n, err := env.client.CoreV1().Nodes().Get(t.Context(), env.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := json.Marshal(n.Spec.Taints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: taintKey, Effect: corev1.TaintEffectNoSchedule})
+	if _, err := env.client.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeTaint(t, env.client, env.node, taintKey) })
+	refused(
+		change{"impersonated: remove the startup taint", asImpersonated, env.node, ""},
+		change{"its own Node: remove the startup taint and add a label", asPlugin, env.node,
+			`{"metadata":{"labels":{"diskplane-e2e/forbidden":"true"}},"spec":{"taints":` + string(kept) + `}}`},
+	)
+	if err := patchNode(t, asPlugin, env.node, "", taintKey); err != nil {
+		t.Errorf("the node plugin's account could not remove the startup taint from its own node %s: %v", env.node, err)
+	} else {
+		t.Logf("removing the startup taint from its own node %s as the node plugin's account: admitted", env.node)
+	}
+}
+
+// patchNode patches a Node as client: with patch (a merge patch), or, when
+// patch is empty, by removing the taints with key as the node plugin does.
+func patchNode(t *testing.T, client kubernetes.Interface, node, patch, key string) error {
+	t.Helper()
+	if patch != "" {
+		_, err := client.CoreV1().Nodes().Patch(t.Context(), node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	}
+	n, err := env.client.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	kept := []corev1.Taint{}
+	for _, taint := range n.Spec.Taints {
+		if taint.Key != key {
+			kept = append(kept, taint)
+		}
+	}
+	b, err := json.Marshal(map[string]any{"spec": map[string]any{"taints": kept}})
+	if err != nil {
+		return err
+	}
+	_, err = client.CoreV1().Nodes().Patch(t.Context(), node, types.StrategicMergePatchType, b, metav1.PatchOptions{})
+	return err
+}
+
+// restoreNode takes back what a wrongly admitted patch added to a Node (also
+// from a cleanup, when the test's context has ended).
+func restoreNode(t *testing.T, node string) {
+	t.Helper()
+	ctx := context.Background()
+	n, err := env.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("restore node %s: %v", node, err)
+		return
+	}
+	delete(n.Labels, "diskplane-e2e/forbidden")
+	n.OwnerReferences, n.Finalizers = nil, nil
+	var kept []corev1.Taint
+	for _, taint := range n.Spec.Taints {
+		if taint.Key != "diskplane-e2e/forbidden" {
+			kept = append(kept, taint)
+		}
+	}
+	n.Spec.Taints = kept
+	if _, err := env.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("restore node %s: %v", node, err)
+	}
+}
+
+// removeTaint removes the taints with key from a Node as the admin (from a
+// cleanup too).
+func removeTaint(t *testing.T, client kubernetes.Interface, node, key string) {
+	n, err := client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Errorf("node %s: %v", node, err)
+		return
+	}
+	var kept []corev1.Taint
+	for _, taint := range n.Spec.Taints {
+		if taint.Key != key {
+			kept = append(kept, taint)
+		}
+	}
+	if len(kept) == len(n.Spec.Taints) {
+		return
+	}
+	n.Spec.Taints = kept
+	if _, err := client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("remove taint %s from node %s: %v", key, node, err)
+	}
+}
+
+// pluginClient is a client with what the node plugin's pod has: a token of
+// its ServiceAccount bound to the pod, which names the pod's Node.
+func pluginClient(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	pods, err := env.client.CoreV1().Pods(env.namespace).List(t.Context(), metav1.ListOptions{
+		LabelSelector: appSelector + ",app.kubernetes.io/component=node", FieldSelector: "spec.nodeName=" + env.node,
+	})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("the node plugin's pod on %s: %v (%d pods)", env.node, err, len(pods.Items))
+	}
+	pod := pods.Items[0]
+	expires := int64(600)
+	tok, err := env.client.CoreV1().ServiceAccounts(env.namespace).CreateToken(t.Context(), pod.Spec.ServiceAccountName, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: &expires,
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a token of %s bound to pod %s: %v", pod.Spec.ServiceAccountName, pod.Name, err)
+	}
+	cfg := rest.AnonymousClientConfig(env.config)
+	cfg.BearerToken = tok.Status.Token
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// otherNode makes a Node object no kubelet runs (without the OS label, so
+// no DaemonSet places a pod on it) and deletes it when the test ends.
+func otherNode(t *testing.T) string {
+	t.Helper()
+	n, err := env.client.CoreV1().Nodes().Create(t.Context(), &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "diskplane-e2e-other-node"},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "diskplane-e2e/not-a-node", Effect: corev1.TaintEffectNoSchedule}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		restoreNode(t, n.Name)
+		if err := env.client.CoreV1().Nodes().Delete(context.Background(), n.Name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete node %s: %v", n.Name, err)
+		}
+	})
+	return n.Name
+}
+
+// ownerReference is an owner reference to an object that exists (the
+// default namespace), as JSON.
+func ownerReference(t *testing.T) string {
+	t.Helper()
+	ns, err := env.client.CoreV1().Namespaces().Get(t.Context(), "default", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf(`{"apiVersion":"v1","kind":"Namespace","name":"default","uid":%q}`, ns.UID)
 }

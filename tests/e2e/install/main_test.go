@@ -8,7 +8,7 @@
 // a pod keeps using its mounted volume; uninstalling leaves no Diskplane
 // object behind. hack/e2e/incluster.sh (make e2e-helm, make e2e-kustomize)
 // runs TestInstalled after the install, the e2e suite, TestUpgrade (Helm
-// only), TestLeaderFailover and TestUninstall last, each on its own with
+// only), TestLeaderFailover, TestDrain and TestUninstall last, each on its own with
 // -run: they change the installation, so their order matters. The build tag keeps them out of
 // make test and make e2e.
 package install

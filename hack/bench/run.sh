@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# make bench: measures Diskplane against the physical floor of what it does
+# and prints one table (figure, floor, ratio); raw data in
+# _output/bench/<time>/. As root (loop devices, mounts, the local cluster).
+#   BENCH_PROFILE=full|ci     full (default): P1/P2 at 100 lifecycles ten at a time and 500 a hundred at a
+#                             time, and 100 with throttling and 5 % 5xx; P3 with 50 claims; P4 with 50 volumes;
+#                             P6 over 5,000 volumes. ci: a reduced run that prints the same rows.
+#   UPSTREAM_EBS_CSI_DRIVER   a binary of the upstream AWS EBS CSI driver (built by you from
+#                             kubernetes-sigs/aws-ebs-csi-driver) to run the lifecycles through too, in the
+#                             same run, for a column of its figures
+# P3 needs the local cluster with Diskplane as host processes: it is brought
+# up (hack/e2e/up.sh, with an m7i.48xlarge node so that 50 volumes fit) when
+# it does not run, and left running; make demo-down stops it.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+profile=${BENCH_PROFILE:-full}
+case $profile in
+  full) pods=50 ;;
+  ci) pods=10 ;;
+  *) echo "BENCH_PROFILE=$profile: want full or ci" >&2; exit 2 ;;
+esac
+[[ $(id -u) -eq 0 ]] || { echo "make bench needs root (loop devices, mounts, the local cluster)" >&2; exit 1; }
+dir=$repo/_output/bench/$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$dir"
+started=$SECONDS
+
+echo "bench: P3 in the local cluster ($pods claims with pods)"
+INSTANCE_TYPE=${INSTANCE_TYPE:-m7i.48xlarge} hack/e2e/up.sh >"$dir/cluster-up.log" 2>&1 ||
+  { tail -20 "$dir/cluster-up.log" >&2; exit 1; }
+DISKPLANE_BENCH_PODS=$pods DISKPLANE_BENCH_DIR=$dir CGO_ENABLED=1 \
+  go test -tags e2e -run '^TestProvisionToRunning$' -count=1 -timeout 20m -v ./tests/e2e >"$dir/p3.log" 2>&1 ||
+  { tail -30 "$dir/p3.log" >&2; exit 1; }
+
+echo "bench: P1, P2, P4, P5, P6"
+go test -tags bench -run '^TestBench$' -count=1 -timeout 40m -v ./tests/bench \
+  -args -bench.profile="$profile" -bench.out="$dir" >"$dir/bench.log" 2>&1 || { tail -40 "$dir/bench.log" >&2; exit 1; }
+cat "$dir/table.txt"
+echo "bench: $profile profile took $((SECONDS - started)) s; raw data and logs in $dir"

@@ -1,0 +1,142 @@
+package cloud
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// transition names a state change EC2 makes in its own time after a
+// request: how long one takes is learned per kind.
+type transition string
+
+// The state changes the cloud layer waits for.
+const (
+	transitionCreate   transition = "create"   // creating → available
+	transitionAttach   transition = "attach"   // attaching → attached
+	transitionDetach   transition = "detach"   // detaching → detached
+	transitionModify   transition = "modify"   // modifying → optimizing
+	transitionSnapshot transition = "snapshot" // pending → completed
+)
+
+// latencySamples is how many recent waits of a kind the estimate is made
+// of: enough to ride out an outlier, few enough to follow EC2 when it slows
+// down or speeds up.
+const latencySamples = 25
+
+// latencies learns how long EC2 takes to make each kind of state change,
+// from the waits themselves, so that a wait looks first when the change is
+// due instead of polling from the start: a wait costs one Describe call
+// (shared with the others due at the same moment) and ends within a poll
+// step of the change. It is safe for concurrent use.
+type latencies struct {
+	mu      sync.Mutex
+	samples map[transition][]time.Duration // most recent last
+}
+
+func newLatencies() *latencies {
+	return &latencies{samples: map[transition][]time.Duration{}}
+}
+
+// expected returns the median of the recent samples of kind, or false when
+// there are none yet.
+func (l *latencies) expected(kind transition) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.samples[kind]
+	if len(s) == 0 {
+		return 0, false
+	}
+	sorted := slices.Clone(s)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2], true
+}
+
+// observe records a wait that saw the change done at doneAt after the
+// request, having seen it not done at notDoneAt (zero when the first look
+// found it done). The change happened in between; the midpoint is the
+// sample. When the first look already found it done, the sample is a fifth
+// earlier than that look, so that the estimate keeps probing downwards
+// instead of settling on a look that was merely late enough.
+func (l *latencies) observe(kind transition, notDoneAt, doneAt time.Duration) {
+	sample := doneAt * 4 / 5
+	if notDoneAt > 0 {
+		sample = (notDoneAt + doneAt) / 2
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := append(l.samples[kind], sample)
+	if len(s) > latencySamples {
+		s = s[len(s)-latencySamples:]
+	}
+	l.samples[kind] = s
+}
+
+// waitTransition waits, like poll, until check reports done, for a state
+// change of kind that a request sent at sent set off. Its first look is
+// when changes of that kind recently took (or after PollInterval when none
+// was seen yet), the later ones PollInterval apart and then half as long
+// again each time, up to PollMaxInterval; every look is aligned to
+// PollGrid, so concurrent waits look together and share a batched call.
+// What it sees teaches the estimate.
+func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent time.Time, check pollCheck) error {
+	first := c.cfg.PollInterval
+	if d, ok := c.latencies.expected(kind); ok {
+		first = d
+	}
+	next := sent.Add(first)
+	pause := c.cfg.PollInterval
+	var notDoneAt time.Duration
+	status := "not looked at yet"
+	for {
+		if err := sleepUntil(ctx, alignUp(next, c.cfg.PollGrid)); err != nil {
+			return stillInProgress(ctx, status)
+		}
+		done, s, err := check(ctx)
+		at := time.Since(sent)
+		if s != "" {
+			status = s
+		}
+		if ctx.Err() != nil {
+			return stillInProgress(ctx, status)
+		}
+		if err != nil {
+			return err
+		}
+		if done {
+			c.latencies.observe(kind, notDoneAt, at)
+			return nil
+		}
+		notDoneAt = at
+		next = time.Now().Add(pause)
+		pause = min(pause+pause/2, c.cfg.PollMaxInterval)
+	}
+}
+
+// alignUp rounds t up to the next multiple of grid on the wall clock.
+func alignUp(t time.Time, grid time.Duration) time.Time {
+	if grid <= 0 {
+		return t
+	}
+	if r := t.Truncate(grid); r.Before(t) {
+		return r.Add(grid)
+	}
+	return t
+}
+
+// sleepUntil waits until t or until ctx ends, whichever is first.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}

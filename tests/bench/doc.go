@@ -1,0 +1,31 @@
+// Package bench measures Diskplane against the physical floor of what it
+// does, and, when given one, against another EBS CSI driver in the same run.
+// Its tests (build tag bench) are `make bench`: they start the real
+// binaries — ec2-emulator with EC2-like latencies, diskplane in controller
+// and node mode — drive them over the CSI gRPC API as the sidecars and the
+// kubelet would, read the EC2 calls off the emulator's metrics and the
+// processes' CPU and memory off /proc, and print one table with each figure,
+// its floor and their ratio. Raw data goes to _output/bench/<time>/. The
+// figures are printed, never asserted: a benchmark that fails on a slow
+// machine measures the machine.
+package bench
+
+import "time"
+
+// ProvisionResult is what tests/e2e's TestProvisionToRunning measures in the
+// local cluster (P3) and writes to p3.json in the run's directory, where
+// this package's report reads it.
+type ProvisionResult struct {
+	// Pods is how many claims with pods were created; Asked how many were
+	// asked for (fewer when the node attaches fewer volumes).
+	Pods  int `json:"pods"`
+	Asked int `json:"asked"`
+	// ToRunning is, per claim, the time from its creation to its pod Running.
+	ToRunning []time.Duration `json:"toRunning"`
+	// FloorParts are the parts of the least time a claim can take, and
+	// Floor their sum.
+	FloorParts map[string]time.Duration `json:"floorParts"`
+	Floor      time.Duration            `json:"floor"`
+	// Note says what differed from what was asked.
+	Note string `json:"note,omitempty"`
+}

@@ -1,0 +1,341 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The emulator's default state-change latencies, which the lifecycle runs
+// use: EC2 typically takes a few seconds to create, attach and detach.
+const (
+	createLatency = 2 * time.Second
+	attachLatency = 2 * time.Second
+	detachLatency = 2 * time.Second
+)
+
+// zone is where the lifecycle runs place volumes and instances.
+const zone = "us-east-1a"
+
+// controllerKind is a CSI controller the lifecycle runs drive.
+type controllerKind struct {
+	name string
+	// start runs the controller against the emulator and returns its
+	// process and CSI endpoint.
+	start func(t *testing.T, dir string, e *emulator) (*process, string)
+}
+
+// diskplaneController is Diskplane's controller as its chart runs it.
+var diskplaneController = controllerKind{name: "Diskplane", start: func(t *testing.T, dir string, e *emulator) (*process, string) {
+	endpoint := "unix://" + dir + "/diskplane.sock"
+	p := start(t, dir, "diskplane-controller", binary(t, "diskplane"), awsEnv(e),
+		"--mode=controller", "--endpoint="+endpoint, "--v=2")
+	return p, endpoint
+}}
+
+// upstreamController is the upstream AWS EBS CSI driver's controller with
+// batching on, as its Helm chart ships it.
+func upstreamController(bin string) controllerKind {
+	return controllerKind{name: "upstream", start: func(t *testing.T, dir string, e *emulator) (*process, string) {
+		endpoint := "unix://" + dir + "/upstream.sock"
+		p := start(t, dir, "upstream-controller", bin, awsEnv(e), "controller", "--endpoint="+endpoint, "--batching=true", "--v=2")
+		return p, endpoint
+	}}
+}
+
+// awsEnv points the AWS SDK at the emulator, as a user does.
+func awsEnv(e *emulator) []string {
+	return []string{"AWS_ENDPOINT_URL_EC2=" + e.ec2, "AWS_EC2_METADATA_SERVICE_ENDPOINT=" + e.imds, "AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=bench", "AWS_SECRET_ACCESS_KEY=bench", "AWS_EC2_METADATA_DISABLED=false"}
+}
+
+// lifecycleRun is one profile of volume lifecycles.
+type lifecycleRun struct {
+	name        string
+	lifecycles  int
+	concurrency int
+	// faults are extra emulator flags (throttling, injected errors).
+	faults []string
+}
+
+// lifecycleResult is what one run of one controller measured.
+type lifecycleResult struct {
+	Controller  string                     `json:"controller"`
+	Run         string                     `json:"run"`
+	Lifecycles  int                        `json:"lifecycles"`
+	Concurrency int                        `json:"concurrency"`
+	Latencies   map[string][]time.Duration `json:"latencies"` // RPC -> every call's time to success
+	Failures    map[string]int             `json:"failures"`  // RPC -> attempts that failed
+	Wall        time.Duration              `json:"wall"`
+	Calls       map[string]int             `json:"ec2Calls"`  // action -> calls
+	Errors      map[string]int             `json:"ec2Errors"` // action and code -> calls answered with an error
+	Usage       usage                      `json:"controllerUsage"`
+}
+
+// The RPCs of one lifecycle, in order.
+const (
+	rpcCreate    = "CreateVolume"
+	rpcPublish   = "ControllerPublishVolume"
+	rpcUnpublish = "ControllerUnpublishVolume"
+	rpcDelete    = "DeleteVolume"
+)
+
+// instances is how many instances the emulator plays: enough that 100
+// concurrent attachments stay far below each one's limit.
+const instances = 10
+
+// runLifecycles starts a fresh emulator (state only, default latencies) and
+// the controller, and drives run.lifecycles create → publish → unpublish →
+// delete lifecycles through it, run.concurrency at a time, retrying a failed
+// call as a sidecar would.
+func runLifecycles(t *testing.T, dir string, kind controllerKind, run lifecycleRun) lifecycleResult {
+	t.Helper()
+	args := []string{"--no-devices", "--data-dir=", "--zones=" + zone + "=use1-az1", "--modifications-per-day=-1"}
+	var nodes []string
+	for i := range instances {
+		id := fmt.Sprintf("i-%017x", i+1)
+		nodes = append(nodes, id)
+		spec := "--instance=id=" + id + ",type=m5.large,zone=" + zone
+		if i == 0 {
+			spec += ",local"
+		}
+		args = append(args, spec)
+	}
+	e := startEmulator(t, dir, "emulator-"+kind.name, append(args, run.faults...)...)
+	ctrl, endpoint := kind.start(t, dir, e)
+	conn := dial(t, endpoint)
+	client := csi.NewControllerClient(conn)
+	waitFor(t, kind.name+" controller to answer", time.Minute, func() bool {
+		_, err := csi.NewIdentityClient(conn).Probe(context.Background(), &csi.ProbeRequest{})
+		return err == nil
+	})
+	before, _ := e.calls(t)
+	cpu := sample(t, ctrl)
+
+	res := lifecycleResult{Controller: kind.name, Run: run.name, Lifecycles: run.lifecycles, Concurrency: run.concurrency,
+		Latencies: map[string][]time.Duration{}, Failures: map[string]int{}}
+	var mu sync.Mutex
+	record := func(rpc string, d time.Duration, failures int) {
+		mu.Lock()
+		defer mu.Unlock()
+		res.Latencies[rpc] = append(res.Latencies[rpc], d)
+		res.Failures[rpc] += failures
+	}
+	work := make(chan int)
+	var wg sync.WaitGroup
+	started := time.Now()
+	for range run.concurrency {
+		wg.Go(func() {
+			for i := range work {
+				lifecycle(t, client, fmt.Sprintf("bench-%s-%d", run.name, i), nodes[i%len(nodes)], record)
+			}
+		})
+	}
+	for i := range run.lifecycles {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	res.Wall = time.Since(started)
+	res.Usage = cpu.end()
+	after, errs := e.calls(t)
+	res.Calls = map[string]int{}
+	for action, n := range after {
+		if d := n - before[action]; d > 0 {
+			res.Calls[action] = d
+		}
+	}
+	res.Errors = errs
+	return res
+}
+
+// lifecycle creates, publishes, unpublishes and deletes one volume.
+func lifecycle(t *testing.T, c csi.ControllerClient, name, node string, record func(string, time.Duration, int)) {
+	capability := &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "ext4"}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	topology := &csi.Topology{Segments: map[string]string{"topology.kubernetes.io/zone": zone}}
+	var vol *csi.Volume
+	call(t, rpcCreate, record, func(ctx context.Context) error {
+		resp, err := c.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30},
+			VolumeCapabilities: []*csi.VolumeCapability{capability}, Parameters: map[string]string{"type": "gp3"},
+			AccessibilityRequirements: &csi.TopologyRequirement{Requisite: []*csi.Topology{topology}, Preferred: []*csi.Topology{topology}}})
+		vol = resp.GetVolume()
+		return err
+	})
+	call(t, rpcPublish, record, func(ctx context.Context) error {
+		_, err := c.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: vol.GetVolumeId(), NodeId: node,
+			VolumeCapability: capability, VolumeContext: vol.GetVolumeContext()})
+		return err
+	})
+	call(t, rpcUnpublish, record, func(ctx context.Context) error {
+		_, err := c.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: vol.GetVolumeId(), NodeId: node})
+		return err
+	})
+	call(t, rpcDelete, record, func(ctx context.Context) error {
+		_, err := c.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: vol.GetVolumeId()})
+		return err
+	})
+}
+
+// call makes one CSI call as a sidecar does: with a deadline per attempt,
+// and again after a pause when it fails, until it succeeds (or fails for
+// good after 20 attempts). It records the time from the first attempt to
+// the success and the failed attempts.
+func call(t *testing.T, rpc string, record func(string, time.Duration, int), do func(context.Context) error) {
+	started := time.Now()
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		err := do(ctx)
+		cancel()
+		if err == nil {
+			record(rpc, time.Since(started), attempt)
+			return
+		}
+		if attempt == 19 || status.Code(err) == codes.InvalidArgument {
+			t.Errorf("%s failed %d times, last: %v", rpc, attempt+1, err)
+			record(rpc, time.Since(started), attempt+1)
+			return
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// percentile returns the p-th percentile (0 < p ≤ 100) of ds, nearest rank.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[max(rank, 1)-1]
+}
+
+// perLifecycle is calls per lifecycle.
+func (r lifecycleResult) perLifecycle(actions ...string) float64 {
+	n := 0
+	for a, c := range r.Calls {
+		if len(actions) == 0 || slices.Contains(actions, a) {
+			n += c
+		}
+	}
+	return float64(n) / float64(r.Lifecycles)
+}
+
+// floorWall is the least time the run can take: each worker's lifecycles
+// one after another, each waiting for EC2's three state changes.
+func (r lifecycleResult) floorWall() time.Duration {
+	rounds := (r.Lifecycles + r.Concurrency - 1) / r.Concurrency
+	return time.Duration(rounds) * (createLatency + attachLatency + detachLatency)
+}
+
+// benchLifecycles runs the profile's lifecycle runs (P1, P2): through
+// Diskplane's controller, and through the upstream driver's when
+// UPSTREAM_EBS_CSI_DRIVER names its binary.
+func benchLifecycles(t *testing.T, r *report) {
+	runs := []lifecycleRun{
+		{name: "100x10", lifecycles: 100, concurrency: 10},
+		{name: "500x100", lifecycles: 500, concurrency: 100},
+		{name: "100x10-faults", lifecycles: 100, concurrency: 10, faults: []string{"--throttle", "--inject-error=*=InternalError:0.05"}},
+	}
+	if *profile == "ci" {
+		runs = []lifecycleRun{
+			{name: "30x10", lifecycles: 30, concurrency: 10},
+			{name: "30x10-faults", lifecycles: 30, concurrency: 10, faults: []string{"--throttle", "--inject-error=*=InternalError:0.05"}},
+		}
+	}
+	kinds := []controllerKind{diskplaneController}
+	if bin := os.Getenv(upstreamEnv); bin != "" {
+		kinds = append(kinds, upstreamController(bin))
+		r.upstream = true
+	}
+	var results []lifecycleResult
+	for _, run := range runs {
+		for _, kind := range kinds {
+			dir := filepath.Join(r.dir, run.name, kind.name)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			res := runLifecycles(t, dir, kind, run)
+			results = append(results, res)
+			rows := lifecycleRows(res)
+			if kind.name == diskplaneController.name {
+				r.rows = append(r.rows, rows...)
+				continue
+			}
+			for _, x := range rows {
+				for i := range r.rows {
+					if r.rows[i].Section == x.Section && r.rows[i].Name == x.Name {
+						r.rows[i].Upstream = x.Value
+					}
+				}
+			}
+		}
+	}
+	r.raw["lifecycles"] = results
+}
+
+// lifecycleRows are the figures of one lifecycle run.
+func lifecycleRows(res lifecycleResult) []row {
+	section := fmt.Sprintf("P1/P2 %d lifecycles, %d at a time", res.Lifecycles, res.Concurrency)
+	if strings.HasSuffix(res.Run, "-faults") {
+		section += ", throttled, 5% 5xx"
+	}
+	var rows []row
+	add := func(name string, v, floor float64, unit, note string) {
+		rows = append(rows, row{Section: section, Name: name, Value: v, Floor: floor, Unit: unit, Note: note})
+	}
+	for _, rpc := range []struct {
+		name  string
+		floor time.Duration
+	}{{rpcCreate, createLatency}, {rpcPublish, attachLatency}, {rpcUnpublish, detachLatency}, {rpcDelete, 0}} {
+		ds := res.Latencies[rpc.name]
+		add(rpc.name+" p50", percentile(ds, 50).Seconds(), rpc.floor.Seconds(), "s", "")
+		add(rpc.name+" p99", percentile(ds, 99).Seconds(), rpc.floor.Seconds(), "s", "")
+	}
+	add("wall time", res.Wall.Seconds(), res.floorWall().Seconds(), "s", "")
+	var byAction []string
+	for _, a := range sortedKeys(res.Calls) {
+		byAction = append(byAction, fmt.Sprintf("%s %.2f", a, float64(res.Calls[a])/float64(res.Lifecycles)))
+	}
+	add("EC2 calls per lifecycle", res.perLifecycle(), 4, "", strings.Join(byAction, ", "))
+	add("of which DescribeVolumes", res.perLifecycle("DescribeVolumes"), 0, "", "")
+	failed := 0
+	for _, n := range res.Failures {
+		failed += n
+	}
+	var ec2Errors []string
+	for _, k := range sortedKeys(res.Errors) {
+		ec2Errors = append(ec2Errors, fmt.Sprintf("%s %d", k, res.Errors[k]))
+	}
+	add("RPC attempts that failed", float64(failed), 0, "", "EC2 answered with errors: "+strings.Join(ec2Errors, ", "))
+	add("controller CPU", float64(res.Usage.CPUTicks), 0, "ticks", "")
+	add("controller peak RSS", float64(res.Usage.PeakRSSKB)/1024, 0, "MiB", "")
+	return rows
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,124 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/diskplane/diskplane/pkg/driver/volumehealth"
+)
+
+// healthTimeout bounds the wait for the kubelet's report of a volume's
+// condition: its volume stats period (15 s in the local cluster), jittered,
+// plus the time ext4 takes to notice its failing journal.
+const healthTimeout = 3 * time.Minute
+
+// TestVolumeHealth runs examples/dynamic-provisioning and breaks its
+// volume twice, the two ways Diskplane can tell:
+//   - EC2 reports it impaired with its I/O disabled (the emulator's admin
+//     API): the controller's ControllerGetVolume, asked through its CSI
+//     socket as external-health-monitor asks it, answers an abnormal
+//     condition that says what to do;
+//   - its device fails every write (the emulator's admin API): the pod's
+//     writes fail, ext4 records the errors, and the kubelet (CSIVolumeHealth
+//     on) reports the node plugin's abnormal condition as a
+//     VolumeConditionAbnormal event on the pod.
+func TestVolumeHealth(t *testing.T) {
+	t.Parallel()
+	sc := newScenario(t)
+	sc.create(sc.example("dynamic-provisioning")...)
+	pod := sc.podReady("app")
+	_, pv := sc.claimBound("diskplane-claim")
+	id := pv.Spec.CSI.VolumeHandle
+	// Heal before the scenario's cleanup deletes the pod and the claim.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, err := range []error{env.emulator.failIO(ctx, id, false), env.emulator.setHealth(ctx, id, "{}")} {
+			if err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	})
+
+	if abnormal, msg := controllerCondition(t, id); abnormal {
+		t.Fatalf("a new volume's condition is abnormal: %q", msg)
+	}
+	impaired := fmt.Sprintf(`{"status":"impaired","ioEnabled":"failed","events":[{"id":"evol-e2e","type":"potential-data-inconsistency",
+		"description":"Awaiting Action: Enable IO","notBefore":%q}],"actions":[{"code":"enable-volume-io","eventId":"evol-e2e"}]}`,
+		time.Now().UTC().Format(time.RFC3339))
+	if err := env.emulator.setHealth(t.Context(), id, impaired); err != nil {
+		t.Fatal(err)
+	}
+	abnormal, msg := controllerCondition(t, id)
+	if !abnormal || !strings.Contains(msg, "aws ec2 enable-volume-io --volume-id "+id) {
+		t.Errorf("ControllerGetVolume of an impaired volume: abnormal %v, %q", abnormal, msg)
+	}
+	t.Logf("the controller's condition of the impaired volume: %s", msg)
+
+	if err := env.emulator.failIO(t.Context(), id, true); err != nil {
+		t.Fatal(err)
+	}
+	sc.waitFor("the kubelet's VolumeConditionAbnormal event on the pod", healthTimeout, func(ctx context.Context) (bool, string, error) {
+		sel := fields.Set{"involvedObject.kind": "Pod", "involvedObject.name": pod.Name, "reason": "VolumeConditionAbnormal"}.AsSelector().String()
+		events, err := env.client.CoreV1().Events(sc.ns).List(ctx, metav1.ListOptions{FieldSelector: sel})
+		if err != nil || len(events.Items) == 0 {
+			return false, "no such event yet", err
+		}
+		msg := events.Items[0].Message
+		if !strings.Contains(msg, "recorded") || !strings.Contains(msg, "e2fsck") {
+			return false, "", fmt.Errorf("the event says %q, want the filesystem's recorded errors and what to do", msg)
+		}
+		t.Logf("event on pod %s: %s", pod.Name, msg)
+		return true, "", nil
+	})
+}
+
+// controllerCondition asks the plugin that serves the Controller service
+// for the volume (ControllerGetVolume) and returns its volume condition.
+func controllerCondition(t *testing.T, volumeID string) (abnormal bool, message string) {
+	t.Helper()
+	socket, err := env.driver.controllerSocket(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pod's socket path is longer than a unix socket address may be:
+	// dial it through a short link.
+	dir, err := os.MkdirTemp("", "csi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	link := filepath.Join(dir, "csi.sock")
+	if err := os.Symlink(socket, link); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("unix://"+link, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	resp, err := csi.NewControllerClient(conn).ControllerGetVolume(ctx, &csi.ControllerGetVolumeRequest{VolumeId: volumeID})
+	if err != nil {
+		t.Fatalf("ControllerGetVolume(%s) on %s: %v", volumeID, socket, err)
+	}
+	abnormal, message, ok := volumehealth.Condition(resp.GetStatus())
+	if !ok {
+		t.Fatalf("ControllerGetVolume(%s) carries no volume condition", volumeID)
+	}
+	return abnormal, message
+}
