@@ -4,11 +4,9 @@ package vm
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -27,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/diskplane/diskplane/pkg/driver/volumecontext"
+	"github.com/diskplane/diskplane/pkg/emulator/admin"
 	"github.com/diskplane/diskplane/pkg/testutil"
 )
 
@@ -138,30 +137,6 @@ func (c *cluster) issuer() (string, json.RawMessage) {
 	return doc.Issuer, jwks
 }
 
-// emulator is the host's emulator's admin API.
-type emulator struct {
-	t   *testing.T
-	url string
-}
-
-func (e emulator) put(path string, doc any) {
-	e.t.Helper()
-	b, err := json.Marshal(doc)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req, _ := http.NewRequest(http.MethodPut, e.url+path, bytes.NewReader(b))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(resp.Body)
-		e.t.Fatalf("PUT %s: %s: %s", path, resp.Status, msg)
-	}
-}
-
 // keyPolicy lets the controller make keys, and the shop-db role decrypt
 // them when podMayDecrypt.
 func keyPolicy(podMayDecrypt bool) map[string]any {
@@ -220,11 +195,17 @@ func sample(t *testing.T, url, name string, labels ...string) float64 {
 func TestWorkloadIdentity(t *testing.T) {
 	r := newRig(t)
 	c := newCluster(t)
-	admin := os.Getenv("DISKPLANE_VM_ADMIN")
-	emu := emulator{t: t, url: admin}
+	adminURL := os.Getenv("DISKPLANE_VM_ADMIN")
+	emu := &admin.Client{URL: adminURL}
+	setKeyPolicy := func(podMayDecrypt bool) {
+		t.Helper()
+		if err := emu.SetKMSKey(t.Context(), keyID, map[string]any{"policy": keyPolicy(podMayDecrypt)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	issuer, jwks := c.issuer()
 	host := strings.TrimPrefix(issuer, "https://")
-	emu.put("/iam", map[string]any{
+	if err := emu.SetIAM(t.Context(), map[string]any{
 		"oidcProviders": []any{map[string]any{"url": issuer, "clientIds": []string{audience}, "jwks": jwks}},
 		"roles": []any{map[string]any{"name": "shop-db", "trustPolicy": map[string]any{"Statement": []any{map[string]any{
 			"Effect": "Allow", "Principal": map[string]any{"Federated": "arn:aws:iam::" + account + ":oidc-provider/" + host},
@@ -234,10 +215,12 @@ func TestWorkloadIdentity(t *testing.T) {
 		}}}}},
 		// The controller on the host signs its KMS calls with these (hack/vm/nvme.sh).
 		"accessKeys": []any{map[string]any{"accessKeyId": "vm", "secretAccessKey": "vm", "principal": ctrlRole}},
-	})
-	emu.put("/kms/keys/"+keyID, map[string]any{"policy": keyPolicy(true)})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	setKeyPolicy(true)
 	stsCalls := func() float64 {
-		return sample(t, admin+"/metrics", "ec2_emulator_service_requests_total", "service", "sts", "action", "AssumeRoleWithWebIdentity")
+		return sample(t, adminURL+"/metrics", "ec2_emulator_service_requests_total", "service", "sts", "action", "AssumeRoleWithWebIdentity")
 	}
 
 	resp, err := r.ctrl.CreateVolume(ctx(t), &csi.CreateVolumeRequest{
@@ -325,7 +308,7 @@ func TestWorkloadIdentity(t *testing.T) {
 
 	// The key policy stops naming the role while the db pod runs: its next
 	// token is refused by KMS, its mount and data stay.
-	emu.put("/kms/keys/"+keyID, map[string]any{"policy": keyPolicy(false)})
+	setKeyPolicy(false)
 	metrics := os.Getenv("DISKPLANE_VM_NODE_METRICS")
 	revokedBefore := sample(t, metrics, "diskplane_volume_unlock_refusals_total", "call", "republish", "refused_by", "kms")
 	err = publish(dbTarget, c.token("db"), true)
@@ -341,7 +324,7 @@ func TestWorkloadIdentity(t *testing.T) {
 
 	// Access restored: a new token (in the volume context, as kubelets
 	// before serviceAccountTokenInSecrets pass it) is authorised again.
-	emu.put("/kms/keys/"+keyID, map[string]any{"policy": keyPolicy(true)})
+	setKeyPolicy(true)
 	if err := publish(dbTarget, c.token("db"), false); err != nil {
 		t.Fatalf("after the access came back: %v", err)
 	}
