@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
 	"github.com/diskplane/diskplane/pkg/emulator/iam"
@@ -49,14 +48,10 @@ func start(t *testing.T) *fixture {
 		},
 		KMS: kms.Config{Keys: []kms.KeySpec{{ID: "volumes", Aliases: []string{"alias/volumes"}, Policy: policy}}},
 	})
-	base := aws.Config{Region: env.Region(), BaseEndpoint: aws.String(env.EC2URL), HTTPClient: emulatortest.HTTPClient()}
-	ctrl := base.Copy()
-	ctrl.Credentials = credentials.NewStaticCredentialsProvider("ctrl", "ctrl-secret", "")
-	node := base.Copy()
 	// A node's configuration may carry credentials (an instance profile);
 	// the unwrapper must never use them.
-	node.Credentials = credentials.NewStaticCredentialsProvider("ctrl", "ctrl-secret", "")
-	return &fixture{env: env, issuer: issuer, wrapper: NewWrapper(ctrl), unwrapper: NewUnwrapper(node)}
+	return &fixture{env: env, issuer: issuer, wrapper: NewWrapper(env.AWSConfig("ctrl", "ctrl-secret")),
+		unwrapper: NewUnwrapper(env.AWSConfig("ctrl", "ctrl-secret"))}
 }
 
 func (f *fixture) request(t *testing.T, serviceAccount string, w Wrapped, volumeID string) UnwrapRequest {

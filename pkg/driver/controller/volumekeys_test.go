@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 
@@ -59,8 +57,7 @@ func newKeyHarness(t *testing.T, withKeys bool) *keyHarness {
 	})
 	h := &harness{t: t, env: env, opts: Options{DriverName: testDriverName, ModifyCoalesceWindow: 20 * time.Millisecond}}
 	if withKeys {
-		h.opts.Keys = datakeys.NewWrapper(aws.Config{Region: env.Region(), BaseEndpoint: aws.String(env.EC2URL), HTTPClient: emulatortest.HTTPClient(),
-			Credentials: credentials.NewStaticCredentialsProvider("AKIDEMULATOR", "emulator-secret", "")})
+		h.opts.Keys = datakeys.NewWrapper(env.AWSConfig("AKIDEMULATOR", "emulator-secret"))
 	}
 	h.start()
 	return &keyHarness{harness: h, issuer: issuer}
@@ -81,7 +78,7 @@ func (h *keyHarness) unwrap(t *testing.T, vol *csi.Volume) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := datakeys.NewUnwrapper(aws.Config{Region: h.env.Region(), BaseEndpoint: aws.String(h.env.EC2URL), HTTPClient: emulatortest.HTTPClient()})
+	u := datakeys.NewUnwrapper(h.env.AWSConfig("", ""))
 	key, err := u.Unwrap(h.ctx(), datakeys.UnwrapRequest{
 		Token:   h.issuer.Token(t, iamtest.ServiceAccountSubject("shop", "db"), "sts.amazonaws.com", time.Hour),
 		RoleARN: k.RoleARN, SessionName: "shop.db-0", KeyID: k.KeyID, Ciphertext: k.Wrapped, VolumeID: vol.GetVolumeId(),

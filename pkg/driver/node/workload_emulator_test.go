@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
@@ -42,10 +40,7 @@ func TestUnlockThroughSTSAndKMS(t *testing.T) {
 		},
 		KMS: kms.Config{Keys: []kms.KeySpec{{ID: "volumes", Policy: policy}}},
 	})
-	base := aws.Config{Region: env.Region(), BaseEndpoint: aws.String(env.EC2URL), HTTPClient: emulatortest.HTTPClient()}
-	ctrl := base.Copy()
-	ctrl.Credentials = credentials.NewStaticCredentialsProvider("ctrl", "ctrl-secret", "")
-	w, err := datakeys.NewWrapper(ctrl).Generate(t.Context(), "volumes", volID)
+	w, err := datakeys.NewWrapper(env.AWSConfig("ctrl", "ctrl-secret")).Generate(t.Context(), "volumes", volID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +50,7 @@ func TestUnlockThroughSTSAndKMS(t *testing.T) {
 	f := newFakeOS()
 	f.addVolume(volID, volDev, gib)
 	s, err := New(Config{Metadata: staticMetadata(testInstance()), Mounter: f, ReservedVolumeAttachments: -1,
-		Unwrapper: datakeys.NewUnwrapper(base), Registerer: prometheus.NewRegistry()})
+		Unwrapper: datakeys.NewUnwrapper(env.AWSConfig("", "")), Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}

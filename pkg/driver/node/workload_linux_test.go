@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -51,8 +49,7 @@ func newKMSNode(t *testing.T) *kmsNode {
 		t.Fatal(err)
 	}
 	setKeyPolicy(t, n, true)
-	base := aws.Config{Region: n.env.Region(), BaseEndpoint: aws.String(n.env.EC2URL)}
-	n.svc = n.newService(func(c *node.Config) { c.Unwrapper = datakeys.NewUnwrapper(base) })
+	n.svc = n.newService(func(c *node.Config) { c.Unwrapper = datakeys.NewUnwrapper(n.env.AWSConfig("", "")) })
 	return &kmsNode{cloudNode: n, issuer: issuer}
 }
 
@@ -75,9 +72,7 @@ func setKeyPolicy(t *testing.T, n *cloudNode, podMayDecrypt bool) {
 // keyed gives v a key that KMS wraps, as CreateVolume does.
 func (n *kmsNode) keyed(v volume) volume {
 	n.t.Helper()
-	ctrl := aws.Config{Region: n.env.Region(), BaseEndpoint: aws.String(n.env.EC2URL),
-		Credentials: credentials.NewStaticCredentialsProvider("ctrl", "ctrl-secret", "")}
-	w, err := datakeys.NewWrapper(ctrl).Generate(n.t.Context(), "volumes", v.ID)
+	w, err := datakeys.NewWrapper(n.env.AWSConfig("ctrl", "ctrl-secret")).Generate(n.t.Context(), "volumes", v.ID)
 	if err != nil {
 		n.t.Fatal(err)
 	}

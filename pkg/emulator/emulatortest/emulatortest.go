@@ -252,6 +252,19 @@ func (env *Env) EC2Client(optFns ...func(*ec2.Options)) *ec2.Client {
 	}, optFns...)
 }
 
+// AWSConfig returns an SDK configuration for the emulator's EC2, STS and
+// KMS (all at EC2URL) in the emulated region, using HTTPClient. It signs
+// with this access key (one the IAM document declares, for KMS), or, with
+// an empty accessKeyID, carries no credentials: a node's configuration,
+// whose only call, STS AssumeRoleWithWebIdentity, is unsigned.
+func (env *Env) AWSConfig(accessKeyID, secretAccessKey string) aws.Config {
+	cfg := aws.Config{Region: env.Region(), BaseEndpoint: aws.String(env.EC2URL), HTTPClient: HTTPClient()}
+	if accessKeyID != "" {
+		cfg.Credentials = credentials.NewStaticCredentialsProvider(accessKeyID, secretAccessKey, "")
+	}
+	return cfg
+}
+
 // HTTPClient returns an HTTP client for aws-sdk-go-v2 clients of a local
 // emulator (ec2.Options.HTTPClient, or config.WithHTTPClient). It sends
 // request bodies the way the cloud layer does (pkg/cloud/sdkhttp), which a

@@ -10,7 +10,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
@@ -148,8 +147,7 @@ func TestIdentityAdminAPI(t *testing.T) {
 	if resp := put("/kms/keys/bad%20id", emukms.KeySpec{}); resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a bad key ID: %s", resp.Status)
 	}
-	ctrl := kms.New(kms.Options{Region: env.Region(), BaseEndpoint: aws.String(env.EC2URL), HTTPClient: HTTPClient(),
-		Credentials: credentials.NewStaticCredentialsProvider("ctrl", "s", "")})
+	ctrl := kms.NewFromConfig(env.AWSConfig("ctrl", "s"))
 	if _, err := ctrl.DescribeKey(t.Context(), &kms.DescribeKeyInput{KeyId: aws.String("alias/k1")}); err != nil {
 		t.Fatalf("the declared access key: %v", err)
 	}
