@@ -55,6 +55,12 @@ test-vm:
 	hack/vm/test.sh
 	hack/vm/nvme.sh
 
+## test-vm-identity: as root: workload identity with real tokens of the local
+## cluster (brought up when it is not running) in the node VM: hack/vm/identity.sh. Take the cluster down after
+.PHONY: test-vm-identity
+test-vm-identity:
+	hack/vm/identity.sh
+
 ## bench: Diskplane against the physical floor (BENCH_PROFILE=full|ci; UPSTREAM_EBS_CSI_DRIVER=<binary> adds
 ## the upstream driver's figures): one table of figures, floors and ratios; raw data in _output/bench
 .PHONY: bench

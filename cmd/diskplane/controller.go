@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/diskplane/diskplane/pkg/cloud"
+	"github.com/diskplane/diskplane/pkg/cloud/datakeys"
 	"github.com/diskplane/diskplane/pkg/driver/controller"
 	"github.com/diskplane/diskplane/pkg/driver/parameters"
 )
@@ -38,7 +39,8 @@ func (f *controllerFlags) register(fs *flag.FlagSet) {
 
 // buildController builds the cloud from the SDK's standard configuration
 // (AWS_REGION or instance metadata, the default credential chain,
-// AWS_ENDPOINT_URL_EC2) and the Controller service over it. Bad flags fail
+// AWS_ENDPOINT_URL_EC2) and the Controller service over it, with KMS
+// reached through the same configuration (AWS_ENDPOINT_URL_KMS). Bad flags fail
 // here, before the plugin starts serving.
 func buildController(ctx context.Context, opts *options, reg prometheus.Registerer) (csi.ControllerServer, func(), error) {
 	f := &opts.controller
@@ -52,7 +54,11 @@ func buildController(ctx context.Context, opts *options, reg prometheus.Register
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := cloud.New(ctx, cloud.Config{UserAgentExtra: f.userAgentExtra, Registerer: reg, VisibilityTimeout: f.visibilityTimeout})
+	awsCfg, err := cloud.LoadAWSConfig(ctx, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := cloud.NewFromAWSConfig(awsCfg, cloud.Config{UserAgentExtra: f.userAgentExtra, Registerer: reg, VisibilityTimeout: f.visibilityTimeout})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -61,6 +67,7 @@ func buildController(ctx context.Context, opts *options, reg prometheus.Register
 		ExtraTags:            extraTags,
 		ClusterID:            f.clusterID,
 		ModifyCoalesceWindow: f.modifyCoalesceWindow,
+		Keys:                 datakeys.NewWrapper(awsCfg),
 	})
 	if err != nil {
 		c.Close()

@@ -13,10 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 
+	"github.com/diskplane/diskplane/pkg/cloud/datakeys"
 	"github.com/diskplane/diskplane/pkg/cloud/metadata"
 	"github.com/diskplane/diskplane/pkg/driver"
 	"github.com/diskplane/diskplane/pkg/driver/node"
@@ -38,6 +40,7 @@ type nodeFlags struct {
 	luksPBKDFTime             time.Duration
 	windowsHostProcess        bool
 	csiProxyWait              time.Duration
+	tokenAudience             string
 }
 
 func (f *nodeFlags) register(fs *flag.FlagSet) {
@@ -61,6 +64,8 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.emulatorLoopDevices, "emulator-loop-devices", false,
 		"test-only: accept a loop device backed by <volume ID>.img as that volume, as the EC2 emulator attaches volumes to the host it plays; "+
 			"never on a real cloud, where a loop device proves nothing about which volume it is")
+	fs.StringVar(&f.tokenAudience, "workload-identity-audience", node.DefaultTokenAudience,
+		"audience of the pod's service-account token the node exchanges at STS to unlock a volume whose key KMS wraps (nodeEncryptionKeySource: kms); the CSIDriver's tokenRequests must ask for it")
 	fs.BoolVar(&f.windowsHostProcess, "windows-host-process", false,
 		"Windows nodes in a HostProcess pod: do csi-proxy's disk, volume and filesystem operations in this process with its v2 library, instead of asking the csi-proxy service over its named pipes")
 	fs.DurationVar(&f.csiProxyWait, "csi-proxy-wait", 30*time.Second,
@@ -86,6 +91,9 @@ func (f *nodeFlags) validate() error {
 	if f.kubeletRegistrationPath != "" && !filepath.IsAbs(f.kubeletRegistrationPath) {
 		return fmt.Errorf("--kubelet-registration-path=%s: want an absolute path", f.kubeletRegistrationPath)
 	}
+	if strings.TrimSpace(f.tokenAudience) == "" {
+		return errors.New("--workload-identity-audience: want the audience STS expects (sts.amazonaws.com)")
+	}
 	if f.csiProxyWait <= 0 {
 		return fmt.Errorf("--csi-proxy-wait=%s: want a positive duration", f.csiProxyWait)
 	}
@@ -97,8 +105,10 @@ func (f *nodeFlags) validate() error {
 
 // buildNode builds the Node service and, when --kubelet-registration-path
 // is set, starts registering the plugin with the kubelet once the CSI
-// endpoint answers. It needs no cloud credentials.
-func buildNode(ctx context.Context, opts *options, _ prometheus.Registerer) (csi.NodeServer, func(), error) {
+// endpoint answers. It needs no cloud credentials: STS and KMS, reached
+// through the SDK's standard endpoint settings (AWS_ENDPOINT_URL_STS,
+// AWS_ENDPOINT_URL_KMS), are called with each publishing pod's own.
+func buildNode(ctx context.Context, opts *options, reg prometheus.Registerer) (csi.NodeServer, func(), error) {
 	f := &opts.node
 	if err := f.validate(); err != nil {
 		return nil, nil, err
@@ -116,6 +126,10 @@ func buildNode(ctx context.Context, opts *options, _ prometheus.Registerer) (csi
 	if err != nil {
 		return nil, nil, errors.Join(err, closeHost(host))
 	}
+	awsCfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, nil, errors.Join(fmt.Errorf("load the AWS SDK configuration (for STS and KMS): %w", err), closeHost(host))
+	}
 	svc, err := node.New(node.Config{
 		Metadata: func(ctx context.Context) (*metadata.Instance, error) {
 			return metadata.Get(ctx, metadata.Options{Sources: sources})
@@ -123,6 +137,9 @@ func buildNode(ctx context.Context, opts *options, _ prometheus.Registerer) (csi
 		Mounter:                   m,
 		VolumeAttachLimit:         max(f.volumeAttachLimit, 0),
 		ReservedVolumeAttachments: f.reservedVolumeAttachments,
+		Unwrapper:                 datakeys.NewUnwrapper(awsCfg),
+		TokenAudience:             f.tokenAudience,
+		Registerer:                reg,
 	})
 	if err != nil {
 		return nil, nil, errors.Join(err, closeHost(host))

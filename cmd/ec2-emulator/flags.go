@@ -40,6 +40,7 @@ type options struct {
 	quotaStorageTiB                 string
 	quotaSnapshots                  int64
 	requireIMDSToken                bool
+	iamFile, kmsFile                string
 	showVersion                     bool
 
 	faultsFile          string
@@ -86,6 +87,8 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.quotaStorageTiB, "quota-storage-tib", "", "storage quotas in TiB per volume type, type=TiB,… (e.g. gp3=1,io2=2; negative means no limit); types left out keep EC2's defaults of 50 TiB (io2: 20 TiB). Over it CreateVolume, CopyVolumes and a growing ModifyVolume answer VolumeLimitExceeded")
 	fs.Int64Var(&o.quotaSnapshots, "quota-snapshots", model.DefaultSnapshotQuota, "snapshots the region may hold; over it CreateSnapshot answers SnapshotLimitExceeded; negative means no limit")
 	fs.BoolVar(&o.requireIMDSToken, "require-imds-token", false, "answer IMDSv1 requests (without a session token) with 401, like HttpTokens=required")
+	fs.StringVar(&o.iamFile, "iam-file", "", "JSON file declaring the OIDC providers, roles (with trust policies) and access keys of the emulated account: who STS issues credentials to and whose signatures KMS accepts (docs/emulator.md); PUT /iam changes it at run time")
+	fs.StringVar(&o.kmsFile, "kms-file", "", "JSON file declaring KMS keys ({\"keys\":[{\"id\",\"aliases\",\"policy\",\"enabled\"}]}); PUT /kms/keys/<id> declares more at run time")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 
 	fs.StringVar(&o.faultsFile, "faults-file", "", "JSON fault setting to start with (the document GET /faults returns); the fault flags below apply on top")
@@ -161,7 +164,29 @@ func (o *options) config() (emulator.Config, error) {
 		return cfg, err
 	}
 	cfg.Faults = f
+	if err := readJSONFile("--iam-file", o.iamFile, &cfg.IAM); err != nil {
+		return cfg, err
+	}
+	if err := readJSONFile("--kms-file", o.kmsFile, &cfg.KMS); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
+}
+
+// readJSONFile reads the JSON document of a file flag into v; an empty
+// path reads nothing.
+func readJSONFile(flagName, path string, v any) error {
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flagName, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s %s: %w", flagName, path, err)
+	}
+	return nil
 }
 
 // faultConfig builds the initial fault setting from --faults-file and the

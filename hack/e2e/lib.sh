@@ -57,9 +57,11 @@ e2e_admin_listen=127.0.0.1:8702
 e2e_socket=$lc_kubelet_dir/plugins/$DRIVER_NAME/csi.sock
 
 # The SDK's standard settings point the driver at the emulator; there is no
-# emulator-specific code path in Diskplane. The emulator checks no signature,
-# so the credentials are placeholders.
+# emulator-specific code path in Diskplane. Its EC2 checks no signature, so
+# the credentials are placeholders; its KMS checks them against the access
+# keys a test declares (tests/e2e TestWorkloadIdentity declares these).
 export AWS_ENDPOINT_URL_EC2=http://$e2e_ec2_listen
+export AWS_ENDPOINT_URL_STS=http://$e2e_ec2_listen AWS_ENDPOINT_URL_KMS=http://$e2e_ec2_listen
 export AWS_EC2_METADATA_SERVICE_ENDPOINT=http://$e2e_imds_listen
 export AWS_REGION=$REGION
 export AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local

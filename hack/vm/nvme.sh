@@ -9,8 +9,14 @@
 # devices). Then, inside the VM: csi-sanity once per access type
 # (tests/sanity, TestSanityNVMe) and the NVMe scenarios (tests/vm). Exits
 # with the VM's status; logs in _output/vm/nvme/logs.
+# The host's emulator answers STS and KMS too, the controller signs its KMS
+# calls with the access key the workload-identity scenario declares, and
+# the node plugin reaches both with the pods' credentials.
 #   hack/vm/nvme.sh
 #   VM_NVME_RUN=regexp   run only these tests (-test.run), e.g. TestNVMeNamesSwap
+#   VM_KUBECONFIG=path   a kubeconfig of the local cluster (hack/vm/identity.sh):
+#                        the VM reaches its API server for real tokens, and
+#                        the tests that need it must run (no skip)
 set -euo pipefail
 # shellcheck source=hack/vm/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -38,6 +44,16 @@ vm_log "building the plugin, the emulator and the tests (static)"
 )
 
 run_filter=${VM_NVME_RUN:-}
+cluster_env=""
+if [[ -n ${VM_KUBECONFIG:-} ]]; then
+  # The VM reaches the host's API server at 10.0.2.2; its certificate names
+  # localhost. The copy holds the cluster's admin credentials: mode 0600,
+  # removed at exit, and the cluster is a throwaway one.
+  install -m 0600 "$VM_KUBECONFIG" "$out/kubeconfig"
+  cluster=$(kubectl --kubeconfig="$out/kubeconfig" config view -o jsonpath='{.contexts[0].context.cluster}')
+  kubectl --kubeconfig="$out/kubeconfig" config set-cluster "$cluster" --server=https://10.0.2.2:6443 --tls-server-name=localhost >/dev/null
+  cluster_env="export DISKPLANE_VM_KUBECONFIG=$guest_out/kubeconfig DISKPLANE_REQUIRE_CLUSTER_TESTS=1"
+fi
 cat >"$out/guest.sh" <<EOF
 # written by hack/vm/nvme.sh; runs in the node VM
 B=/bin/busybox
@@ -45,11 +61,14 @@ logs=$guest_out/logs
 \$B mkdir -p /run/diskplane
 $guest_out/bin/ec2-emulator guest-agent --listen=0.0.0.0:8703 -v=2 >\$logs/guest-agent.log 2>&1 &
 export AWS_EC2_METADATA_SERVICE_ENDPOINT=http://10.0.2.2:$imds_port AWS_REGION=us-east-1
+# STS and KMS are the host's emulator; the node has no credentials of its own.
+export AWS_ENDPOINT_URL_STS=http://10.0.2.2:$ec2_port AWS_ENDPOINT_URL_KMS=http://10.0.2.2:$ec2_port
 # LUKS2 headers tuned to open in 100 ms: csi-sanity formats dozens.
-$guest_out/bin/diskplane --mode=node --endpoint=unix:///run/diskplane/csi.sock --luks-pbkdf-time=100ms -v=4 >\$logs/node.log 2>&1 &
+$guest_out/bin/diskplane --mode=node --endpoint=unix:///run/diskplane/csi.sock --http-endpoint=127.0.0.1:3302 --luks-pbkdf-time=100ms -v=4 >\$logs/node.log 2>&1 &
 node=\$!
 export DISKPLANE_VM_NODE=unix:///run/diskplane/csi.sock DISKPLANE_VM_CONTROLLER=10.0.2.2:$ctrl_port
-export DISKPLANE_VM_ADMIN=http://10.0.2.2:$admin_port DISKPLANE_REQUIRE_ROOT_TESTS=1
+export DISKPLANE_VM_ADMIN=http://10.0.2.2:$admin_port DISKPLANE_VM_NODE_METRICS=http://127.0.0.1:3302/metrics DISKPLANE_REQUIRE_ROOT_TESTS=1
+$cluster_env
 # The emulator serves once it has reached the agent (the controller runs
 # already).
 i=0
@@ -85,12 +104,14 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  rm -f "$out/kubeconfig"
 }
 trap cleanup EXIT
 
 # The controller needs nothing of the emulator to start; it runs before the
 # tests in the VM do.
-env AWS_ENDPOINT_URL_EC2=http://127.0.0.1:$ec2_port AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=vm AWS_SECRET_ACCESS_KEY=vm \
+env AWS_ENDPOINT_URL_EC2=http://127.0.0.1:$ec2_port AWS_ENDPOINT_URL_KMS=http://127.0.0.1:$ec2_port AWS_REGION=us-east-1 \
+  AWS_ACCESS_KEY_ID=vm AWS_SECRET_ACCESS_KEY=vm \
   "$out/bin/diskplane" --mode=controller --endpoint=tcp://127.0.0.1:$ctrl_port -v=4 >"$out/logs/controller.log" 2>&1 &
 pids+=($!)
 vm_log "booting the VM"

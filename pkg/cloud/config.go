@@ -141,24 +141,36 @@ var _ Cloud = (*ec2Cloud)(nil)
 // own. Credentials are fetched at the first call, so a bad setup shows in
 // HealthCheck rather than here. Close the Cloud when done.
 func New(ctx context.Context, cfg Config) (Cloud, error) {
+	awsCfg, err := LoadAWSConfig(ctx, cfg.Region)
+	if err != nil {
+		return nil, err
+	}
+	return NewFromAWSConfig(awsCfg, cfg)
+}
+
+// LoadAWSConfig is the SDK's standard configuration with the region
+// settled as New settles it (region if not empty, else AWS_REGION or the
+// shared config file, else the instance metadata service), for the
+// controller's other AWS clients (KMS) to use what its EC2 client uses.
+func LoadAWSConfig(ctx context.Context, region string) (aws.Config, error) {
 	var opts []func(*config.LoadOptions) error
-	if cfg.Region != "" {
-		opts = append(opts, config.WithRegion(cfg.Region))
+	if region != "" {
+		opts = append(opts, config.WithRegion(region))
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("load the AWS SDK configuration: %w", err)
+		return aws.Config{}, fmt.Errorf("load the AWS SDK configuration: %w", err)
 	}
 	if awsCfg.Region == "" {
 		imdsCtx, cancel := context.WithTimeout(ctx, imdsRegionTimeout)
 		defer cancel()
 		out, err := imds.NewFromConfig(awsCfg).GetRegion(imdsCtx, &imds.GetRegionInput{})
 		if err != nil {
-			return nil, fmt.Errorf("no AWS region: set AWS_REGION, or run where the instance metadata service answers (%w)", err)
+			return aws.Config{}, fmt.Errorf("no AWS region: set AWS_REGION, or run where the instance metadata service answers (%w)", err)
 		}
 		awsCfg.Region = out.Region
 	}
-	return NewFromAWSConfig(awsCfg, cfg)
+	return awsCfg, nil
 }
 
 // imdsRegionTimeout bounds the region lookup in the instance metadata

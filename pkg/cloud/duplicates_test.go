@@ -13,6 +13,7 @@ import (
 
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
 	"github.com/diskplane/diskplane/pkg/emulator/faults"
+	emukms "github.com/diskplane/diskplane/pkg/emulator/kms"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
@@ -72,6 +73,7 @@ func TestCreateVolumeRecoversFromUnusableKMSKey(t *testing.T) {
 		// A failed volume stays in "error" a moment, as on EC2.
 		Latencies: model.Latencies{VolumeDelete: time.Second},
 		Faults:    faults.Config{UnusableKMSKeys: []string{key}},
+		KMS:       emukms.Config{Keys: []emukms.KeySpec{{ID: "locked"}}},
 	})
 	opts := &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone(), KMSKeyID: key}
 	c := newCloud(t, env, testConfig())

@@ -13,12 +13,13 @@ import (
 
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
 	"github.com/diskplane/diskplane/pkg/emulator/faults"
+	emukms "github.com/diskplane/diskplane/pkg/emulator/kms"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
 func TestCreateVolume(t *testing.T) {
 	t.Parallel()
-	c, env := start(t, emulatortest.Options{})
+	c, env := start(t, emulatortest.Options{KMS: emukms.Config{Keys: []emukms.KeySpec{{ID: "test", Aliases: []string{"alias/test"}}}}})
 	zone := env.Zone()
 	snapSource := mustCreate(t, c, "snap-source", &CreateVolumeOptions{SizeGiB: 3, Zone: zone})
 	snap, err := c.CreateSnapshot(testContext(t), "snap", snapSource.ID, nil)

@@ -22,8 +22,12 @@ import (
 	"github.com/diskplane/diskplane/pkg/emulator/ec2api"
 	"github.com/diskplane/diskplane/pkg/emulator/faults"
 	"github.com/diskplane/diskplane/pkg/emulator/guestagent"
+	"github.com/diskplane/diskplane/pkg/emulator/iam"
 	"github.com/diskplane/diskplane/pkg/emulator/imds"
+	"github.com/diskplane/diskplane/pkg/emulator/kms"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
+	"github.com/diskplane/diskplane/pkg/emulator/servicemetrics"
+	"github.com/diskplane/diskplane/pkg/emulator/sts"
 )
 
 // Config is everything the emulator needs to start.
@@ -46,6 +50,11 @@ type Config struct {
 	Faults faults.Config
 	// IMDS tunes the metadata service.
 	IMDS imds.Options
+	// IAM declares the account's OIDC providers, roles and access keys: who
+	// STS issues credentials to and whose signatures KMS accepts.
+	IAM iam.Config
+	// KMS declares keys of the emulator's KMS.
+	KMS kms.Config
 }
 
 // GuestConfig connects the emulator to the VM that plays its local instance.
@@ -70,7 +79,14 @@ type Emulator struct {
 	// Store holds the volumes' bytes; emulatortest uses it to remove every
 	// loop device and link when a test ends.
 	Store disks.Store
-	// EC2, IMDS and Admin are the handlers of the three listeners.
+	// IAM and Keys are the identities and keys of the emulator's STS and KMS.
+	IAM  *iam.Store
+	Keys *kms.Store
+	// Services counts the STS and KMS requests.
+	Services *servicemetrics.Metrics
+	// EC2, IMDS and Admin are the handlers of the three listeners. EC2's
+	// listener also answers STS and KMS (see apiHandler), so one
+	// AWS_ENDPOINT_URL points an SDK at all three.
 	EC2, IMDS, Admin http.Handler
 }
 
@@ -105,9 +121,14 @@ func New(cfg Config) (*Emulator, error) {
 		return nil, err
 	}
 	e := &Emulator{Cloud: cloud, Faults: f, Metrics: metrics, Registry: reg, Store: store}
-	e.EC2 = ec2api.NewHandler(cloud, ec2api.Options{Faults: f, Metrics: metrics})
+	if err := e.newServices(cfg); err != nil {
+		_ = cloud.Close()
+		return nil, err
+	}
+	e.EC2 = apiHandler(ec2api.NewHandler(cloud, ec2api.Options{Faults: f, Metrics: metrics, Keys: e.Keys}),
+		sts.NewHandler(e.IAM, e.Services), kms.NewHandler(e.Keys, e.IAM, e.Services))
 	e.IMDS = imds.NewHandler(e.localInstance, cfg.IMDS)
-	e.Admin = admin.NewHandler(cloud, f, reg)
+	e.Admin = adminHandler(admin.NewHandler(cloud, f, reg), e.IAM, e.Keys)
 	return e, nil
 }
 

@@ -34,6 +34,13 @@ const (
 	luksLabelWritten   = "diskplane"
 )
 
+// A random key (LUKSKey.Random) of at least this many bytes gets PBKDF2
+// with cryptsetup's smallest iteration count.
+const (
+	minRandomKeyBytes   = 32
+	minPBKDF2Iterations = 1000
+)
+
 // mappingPrefix starts the device-mapper name of every mapping the node
 // opens; the volume ID ends it, so the name says which volume it is.
 const mappingPrefix = "diskplane-"
@@ -87,9 +94,13 @@ func cryptsetupError(what string, out string, err error) error {
 	return fmt.Errorf("%s: %w: %s", what, err, out)
 }
 
-func (m *linuxMounter) OpenEncrypted(ctx context.Context, volumeID, device string, passphrase []byte) (string, error) {
+func (m *linuxMounter) OpenEncrypted(ctx context.Context, volumeID, device string, key LUKSKey) (string, error) {
+	passphrase := key.Secret
 	if len(passphrase) == 0 {
 		return "", errors.New("an empty passphrase opens nothing")
+	}
+	if key.Random && len(passphrase) < minRandomKeyBytes {
+		return "", fmt.Errorf("a random key of %d bytes is too short to go without a costly derivation (%d or more)", len(passphrase), minRandomKeyBytes)
 	}
 	mapping, under, err := m.EncryptedMapping(volumeID)
 	if err != nil {
@@ -109,7 +120,7 @@ func (m *linuxMounter) OpenEncrypted(ctx context.Context, volumeID, device strin
 	}
 	switch {
 	case found.Blank():
-		if err := m.luksFormat(ctx, volumeID, device, passphrase); err != nil {
+		if err := m.luksFormat(ctx, volumeID, device, key); err != nil {
 			return "", err
 		}
 		found.Label = luksLabelUnwritten
@@ -138,7 +149,7 @@ func (m *linuxMounter) OpenEncrypted(ctx context.Context, volumeID, device strin
 
 // luksFormat writes a LUKS2 header, labelled unwritten, on a blank device.
 // It probes again right before, as format does before mkfs.
-func (m *linuxMounter) luksFormat(ctx context.Context, volumeID, device string, passphrase []byte) error {
+func (m *linuxMounter) luksFormat(ctx context.Context, volumeID, device string, key LUKSKey) error {
 	found, err := probe(m.exec, device)
 	if err != nil {
 		return err
@@ -146,11 +157,15 @@ func (m *linuxMounter) luksFormat(ctx context.Context, volumeID, device string, 
 	if !found.Blank() {
 		return fmt.Errorf("%w: %s holds %s on a second look, though it was blank on the first; refusing to format it", ErrFilesystemMismatch, device, found)
 	}
-	args := []string{"luksFormat", "--batch-mode", "--type", "luks2", "--cipher", luksCipher, "--key-size", luksKeyBits,
-		"--pbkdf", luksPBKDF, "--pbkdf-memory", strconv.Itoa(m.luks.memoryKiB), "--iter-time", strconv.FormatInt(m.luks.time.Milliseconds(), 10),
-		"--label", luksLabelUnwritten, "--key-file", "-", device}
-	klog.V(2).InfoS("Formatting blank device as LUKS2", "volumeID", volumeID, "device", device, "pbkdfMemoryKiB", m.luks.memoryKiB)
-	if _, out, err := m.cryptsetup(ctx, passphrase, args...); err != nil {
+	args := []string{"luksFormat", "--batch-mode", "--type", "luks2", "--cipher", luksCipher, "--key-size", luksKeyBits}
+	if key.Random {
+		args = append(args, "--pbkdf", "pbkdf2", "--hash", "sha256", "--pbkdf-force-iterations", strconv.Itoa(minPBKDF2Iterations))
+	} else {
+		args = append(args, "--pbkdf", luksPBKDF, "--pbkdf-memory", strconv.Itoa(m.luks.memoryKiB), "--iter-time", strconv.FormatInt(m.luks.time.Milliseconds(), 10))
+	}
+	args = append(args, "--label", luksLabelUnwritten, "--key-file", "-", device)
+	klog.V(2).InfoS("Formatting blank device as LUKS2", "volumeID", volumeID, "device", device, "randomKey", key.Random, "pbkdfMemoryKiB", m.luks.memoryKiB)
+	if _, out, err := m.cryptsetup(ctx, key.Secret, args...); err != nil {
 		return cryptsetupError(fmt.Sprintf("format volume %s (%s) as LUKS2", volumeID, device), out, err)
 	}
 	return nil

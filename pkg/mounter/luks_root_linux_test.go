@@ -4,12 +4,14 @@ package mounter_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/diskplane/diskplane/pkg/mounter"
 	"github.com/diskplane/diskplane/pkg/mounter/mountertest"
@@ -36,7 +38,7 @@ func newLUKSRig(t *testing.T) *rig {
 // open opens v's LUKS mapping, and closes it when the test ends.
 func (r *rig) open(v *mountertest.Volume, pass []byte) (string, error) {
 	r.t.Helper()
-	mapping, err := r.m.OpenEncrypted(context.Background(), v.ID, v.Device, pass)
+	mapping, err := r.m.OpenEncrypted(context.Background(), v.ID, v.Device, mounter.LUKSKey{Secret: pass})
 	if err == nil {
 		r.t.Cleanup(func() {
 			if err := r.m.CloseEncrypted(context.Background(), v.ID); err != nil {
@@ -94,7 +96,7 @@ func TestLUKSLifecycle(t *testing.T) {
 			if raw := run(t, "blkid", "-p", "-o", "value", "-s", "TYPE", v.Device); strings.TrimSpace(raw) != "crypto_LUKS" {
 				t.Fatalf("the device holds %q, want crypto_LUKS", raw)
 			}
-			if mapping, err = r.m.OpenEncrypted(context.Background(), v.ID, v.Device, passphrase); err != nil {
+			if mapping, err = r.m.OpenEncrypted(context.Background(), v.ID, v.Device, mounter.LUKSKey{Secret: passphrase}); err != nil {
 				t.Fatal(err)
 			}
 			if err := r.m.FormatAndMount(mapping, target, fsType, nil, nil); err != nil {
@@ -105,6 +107,51 @@ func TestLUKSLifecycle(t *testing.T) {
 			}
 			r.unmount(target)
 		})
+	}
+}
+
+// TestLUKSRandomKey formats with a random 256-bit key (one KMS made): the
+// key slot derives with PBKDF2 at cryptsetup's minimum, so opening takes
+// milliseconds, and the key opens it again; a short key is refused.
+func TestLUKSRandomKey(t *testing.T) {
+	r := newLUKSRig(t)
+	v := r.volume(64 * mib)
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	key[0] = '\n' // binary keys, newlines included, reach cryptsetup whole
+	if _, err := r.m.OpenEncrypted(context.Background(), v.ID, v.Device, mounter.LUKSKey{Secret: key[:16], Random: true}); err == nil {
+		t.Fatal("a 128-bit random key was taken without a costly derivation")
+	}
+	if _, err := r.open(v, nil); err == nil {
+		t.Fatal("an empty key was taken")
+	}
+	mapping, err := r.m.OpenEncrypted(context.Background(), v.ID, v.Device, mounter.LUKSKey{Secret: key, Random: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dump := strings.ReplaceAll(run(t, "cryptsetup", "luksDump", v.Device), " ", "")
+	for _, want := range []string{"PBKDF:pbkdf2", "Iterations:1000", "aes-xts-plain64", "Label:\tdiskplane\n"} {
+		if !strings.Contains(dump, want) {
+			t.Errorf("luksDump lacks %q:\n%s", want, dump)
+		}
+	}
+	if err := r.m.CloseEncrypted(context.Background(), v.ID); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	again, err := r.m.OpenEncrypted(context.Background(), v.ID, v.Device, mounter.LUKSKey{Secret: key, Random: true})
+	if err != nil || again != mapping {
+		t.Fatalf("reopening with the key: %q, %v", again, err)
+	}
+	t.Logf("opened with the random key in %s", time.Since(started))
+	if err := r.m.CloseEncrypted(context.Background(), v.ID); err != nil {
+		t.Fatal(err)
+	}
+	other := make([]byte, 32)
+	if _, err := r.m.OpenEncrypted(context.Background(), v.ID, v.Device, mounter.LUKSKey{Secret: other, Random: true}); !errors.Is(err, mounter.ErrWrongPassphrase) {
+		t.Fatalf("another key: %v", err)
 	}
 }
 
@@ -121,7 +168,7 @@ func TestLUKSRefusals(t *testing.T) {
 	}
 	flush(t, v.Device)
 	before := checksum(t, v.File)
-	if _, err := r.m.OpenEncrypted(context.Background(), v.ID, v.Device, wrongPass); !errors.Is(err, mounter.ErrWrongPassphrase) {
+	if _, err := r.m.OpenEncrypted(context.Background(), v.ID, v.Device, mounter.LUKSKey{Secret: wrongPass}); !errors.Is(err, mounter.ErrWrongPassphrase) {
 		t.Fatalf("OpenEncrypted with a wrong passphrase = %v, want ErrWrongPassphrase", err)
 	}
 	if got, _, _ := r.m.EncryptedMapping(v.ID); got != "" {
@@ -135,7 +182,7 @@ func TestLUKSRefusals(t *testing.T) {
 	run(t, "mkfs.ext4", "-q", plain.Device)
 	flush(t, plain.Device)
 	before = checksum(t, plain.File)
-	if _, err := r.m.OpenEncrypted(context.Background(), plain.ID, plain.Device, passphrase); !errors.Is(err, mounter.ErrFilesystemMismatch) {
+	if _, err := r.m.OpenEncrypted(context.Background(), plain.ID, plain.Device, mounter.LUKSKey{Secret: passphrase}); !errors.Is(err, mounter.ErrFilesystemMismatch) {
 		t.Fatalf("OpenEncrypted of an ext4 device = %v, want ErrFilesystemMismatch", err)
 	}
 	if after := checksum(t, plain.File); after != before {
@@ -158,7 +205,7 @@ func TestLUKSStaleMappingRefused(t *testing.T) {
 	stale := "diskplane-" + a.ID
 	runStdin(t, passphrase, "cryptsetup", "open", "--key-file", "-", b.Device, stale)
 	t.Cleanup(func() { _ = exec.Command("cryptsetup", "close", stale).Run() })
-	if _, err := r.m.OpenEncrypted(context.Background(), a.ID, a.Device, passphrase); !errors.Is(err, mounter.ErrWrongDevice) {
+	if _, err := r.m.OpenEncrypted(context.Background(), a.ID, a.Device, mounter.LUKSKey{Secret: passphrase}); !errors.Is(err, mounter.ErrWrongDevice) {
 		t.Fatalf("OpenEncrypted over a stale mapping = %v, want ErrWrongDevice", err)
 	}
 }
@@ -256,7 +303,7 @@ func TestLUKSWithoutDeviceMapper(t *testing.T) {
 	}
 	v := r.volume(64 * mib)
 	for range 2 {
-		_, err := r.m.OpenEncrypted(context.Background(), v.ID, v.Device, passphrase)
+		_, err := r.m.OpenEncrypted(context.Background(), v.ID, v.Device, mounter.LUKSKey{Secret: passphrase})
 		if !errors.Is(err, mounter.ErrEncryptionUnavailable) || !strings.Contains(err.Error(), "device-mapper") {
 			t.Fatalf("OpenEncrypted = %v, want ErrEncryptionUnavailable naming device-mapper", err)
 		}

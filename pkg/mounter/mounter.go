@@ -113,9 +113,9 @@ type Mounter interface {
 	// the new mapping is zeroed where a blank test reads, so that what is
 	// then made on it is made on a blank device. A device holding anything
 	// else is refused with ErrFilesystemMismatch and left untouched; a
-	// passphrase no key slot takes is ErrWrongPassphrase. The passphrase
-	// reaches cryptsetup on its standard input only.
-	OpenEncrypted(ctx context.Context, volumeID, device string, passphrase []byte) (string, error)
+	// key no key slot takes is ErrWrongPassphrase. The key reaches
+	// cryptsetup on its standard input only.
+	OpenEncrypted(ctx context.Context, volumeID, device string, key LUKSKey) (string, error)
 	// EncryptedMapping returns the device node (symlinks resolved) of the
 	// volume's open LUKS mapping and of the device it sits on, or "" and ""
 	// when the volume has no open mapping.
@@ -130,6 +130,18 @@ type Mounter interface {
 	// CloseEncrypted closes the volume's LUKS mapping. A mapping that is not
 	// open is closed.
 	CloseEncrypted(ctx context.Context, volumeID string) error
+}
+
+// LUKSKey is what opens a volume's LUKS key slot.
+type LUKSKey struct {
+	// Secret is the passphrase's or the key's bytes, exactly.
+	Secret []byte
+	// Random says Secret is a uniformly random key of 256 bits or more (one
+	// KMS made), not a passphrase someone chose. Guessing such a key is
+	// hopeless whatever its derivation costs, so a header formatted for it
+	// derives with PBKDF2 at its minimum cost, and opening takes
+	// milliseconds instead of Argon2id's seconds and memory.
+	Random bool
 }
 
 // Platform is what a node's operating system can do with a volume. The

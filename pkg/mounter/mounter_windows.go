@@ -284,7 +284,7 @@ func (m *windowsMounter) InstanceStoreVolumes() (int, error) {
 
 // OpenEncrypted fails: csi-proxy offers no volume encryption, and the node
 // service refuses an encrypted volume on Windows before it gets here.
-func (m *windowsMounter) OpenEncrypted(ctx context.Context, volumeID, device string, passphrase []byte) (string, error) {
+func (m *windowsMounter) OpenEncrypted(ctx context.Context, volumeID, device string, key LUKSKey) (string, error) {
 	return "", fmt.Errorf("%w: volume encryption on the node", ErrUnsupported)
 }
 

@@ -68,3 +68,18 @@ func RequireKernelFeature(t testing.TB, has bool, why string) {
 	fmt.Fprintln(os.Stderr, msg)
 	t.Skip(msg)
 }
+
+// RequireClusterEnv names the environment variable that turns a test
+// skipped for want of the local Kubernetes cluster into a failure: the runs
+// that bring the cluster up for it (make test-vm-identity) set it.
+const RequireClusterEnv = "DISKPLANE_REQUIRE_CLUSTER_TESTS"
+
+// RequireCluster skips the test, loudly, when has is false: it needs the
+// local Kubernetes cluster (hack/local-cluster), and why says what of it.
+// Under DISKPLANE_REQUIRE_CLUSTER_TESTS=1 it fails instead.
+func RequireCluster(t testing.TB, has bool, why, hint string) {
+	t.Helper()
+	if !has {
+		skipLoudly(t, RequireClusterEnv, why, hint)
+	}
+}

@@ -35,6 +35,7 @@ var kinds = map[string]struct {
 	"Pod":                   {podsResource, true},
 	"PersistentVolumeClaim": {claimsResource, true},
 	"Secret":                {gvr{Version: "v1", Resource: "secrets"}, true},
+	"ServiceAccount":        {gvr{Version: "v1", Resource: "serviceaccounts"}, true},
 	"VolumeSnapshot":        {snapshotsResource, true},
 	"StorageClass":          {gvr{Group: "storage.k8s.io", Version: "v1", Resource: "storageclasses"}, false},
 	"VolumeAttributesClass": {gvr{Group: "storage.k8s.io", Version: "v1", Resource: "volumeattributesclasses"}, false},

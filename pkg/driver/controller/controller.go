@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/diskplane/diskplane/pkg/cloud"
+	"github.com/diskplane/diskplane/pkg/cloud/datakeys"
 	"github.com/diskplane/diskplane/pkg/coalescer"
 	"github.com/diskplane/diskplane/pkg/driver/parameters"
 	"github.com/diskplane/diskplane/pkg/driver/volumehealth"
@@ -48,6 +49,9 @@ type Options struct {
 	ClusterID string
 	// ModifyCoalesceWindow is --modify-volume-coalesce-window; zero means DefaultModifyCoalesceWindow.
 	ModifyCoalesceWindow time.Duration
+	// Keys wraps the LUKS keys of volumes whose StorageClass says
+	// nodeEncryptionKeySource: kms; without it such classes are refused.
+	Keys datakeys.Wrapper
 }
 
 // Service is the CSI Controller service. It also reports the plugin
@@ -57,6 +61,7 @@ type Service struct {
 
 	cloud      cloud.Cloud
 	params     *parameters.Parser
+	keys       datakeys.Wrapper
 	driverName string
 	inFlight   inflight.Set
 	modifier   *coalescer.Coalescer[string, modifyRequest, *modifyOutcome]
@@ -77,7 +82,7 @@ func New(c cloud.Cloud, opts Options) (*Service, error) {
 	if window == 0 {
 		window = DefaultModifyCoalesceWindow
 	}
-	s := &Service{cloud: c, params: params, driverName: opts.DriverName}
+	s := &Service{cloud: c, params: params, keys: opts.Keys, driverName: opts.DriverName}
 	s.modifier, err = coalescer.New(mergeModifyRequests, s.executeModify, coalescer.Options{
 		Name: "ModifyVolume", Window: window, ExecTimeout: defaultModifyTimeout,
 	})

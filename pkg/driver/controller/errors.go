@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/diskplane/diskplane/pkg/cloud"
+	"github.com/diskplane/diskplane/pkg/cloud/datakeys"
 	"github.com/diskplane/diskplane/pkg/coalescer"
 	"github.com/diskplane/diskplane/pkg/driver/parameters"
 	"github.com/diskplane/diskplane/pkg/inflight"
@@ -37,6 +38,15 @@ var cloudCodes = []struct {
 	{cloud.ErrRetryLater, codes.Unavailable},
 	{cloud.ErrInProgress, codes.DeadlineExceeded},
 	{cloud.ErrUnavailable, codes.Unavailable},
+	// KMS, for volumes whose LUKS key it wraps: a key the controller may
+	// not use, a disabled one, a source key that is not its volume's, a
+	// missing one (the StorageClass names it), KMS failing.
+	{datakeys.ErrAccessDenied, codes.PermissionDenied},
+	{datakeys.ErrKeyDisabled, codes.FailedPrecondition},
+	{datakeys.ErrWrongVolume, codes.FailedPrecondition},
+	{datakeys.ErrKeyNotFound, codes.InvalidArgument},
+	{datakeys.ErrInvalidArgument, codes.InvalidArgument},
+	{datakeys.ErrUnavailable, codes.Unavailable},
 }
 
 // codeFor picks the gRPC code for an error from the cloud or the

@@ -67,6 +67,10 @@ func (s *Service) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest
 	if err != nil {
 		return nil, err
 	}
+	sourceKey, err := s.checkVolumeKey(ctx, params.NodeEncryptionKey, caps, req.GetVolumeContentSource())
+	if err != nil {
+		return nil, err
+	}
 	if opts.SizeGiB, err = volumeSize(req.GetCapacityRange(), params.Type, sourceGiB); err != nil {
 		return nil, err
 	}
@@ -83,10 +87,14 @@ func (s *Service) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest
 		klog.V(2).InfoS("Created volume", "name", name, "volumeID", vol.ID, "zone", vol.Zone,
 			"sizeGiB", vol.SizeGiB, "type", vol.Type)
 	}
+	keyContext, err := s.volumeKeyContext(ctx, vol, params.NodeEncryptionKey, sourceKey)
+	if err != nil {
+		return nil, err
+	}
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{
 		VolumeId:           vol.ID,
 		CapacityBytes:      int64(vol.SizeGiB) * GiB,
-		VolumeContext:      params.Context,
+		VolumeContext:      mergeMaps(params.Context, keyContext),
 		ContentSource:      req.GetVolumeContentSource(),
 		AccessibleTopology: volumeTopology(vol),
 	}}, nil

@@ -12,11 +12,12 @@ import (
 	"github.com/diskplane/diskplane/pkg/cloud"
 	"github.com/diskplane/diskplane/pkg/driver/parameters"
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
+	"github.com/diskplane/diskplane/pkg/emulator/kms"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
 func TestCreateVolume(t *testing.T) {
-	h := newHarness(t, emulatortest.Options{}, Options{
+	h := newHarness(t, emulatortest.Options{KMS: kms.Config{Keys: []kms.KeySpec{{ID: "test"}}}}, Options{
 		ExtraTags: map[string]string{"team": "storage"}, ClusterID: "test-cluster",
 	})
 	block := blockCap(csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER)

@@ -60,22 +60,26 @@ func newCloudNodeIn(t *testing.T, dataDir string) *cloudNode {
 }
 
 // newService builds a node service over this node, as a (re)started plugin
-// does. LUKS2 headers it writes are tuned to open in 50 ms: the tests
-// format many.
-func (n *cloudNode) newService() *node.Service {
+// does; configure adds to its configuration. LUKS2 headers it writes are
+// tuned to open in 50 ms: the tests format many.
+func (n *cloudNode) newService(configure ...func(*node.Config)) *node.Service {
 	t, env := n.t, n.env
 	t.Helper()
 	m, err := mounter.New(mounter.Options{DeviceLinkDir: env.LinkDir, EmulatorLoopDevices: true, LUKSPBKDFTime: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := node.New(node.Config{
+	cfg := node.Config{
 		Metadata: func(ctx context.Context) (*metadata.Instance, error) {
 			return metadata.Get(ctx, metadata.Options{Sources: []string{metadata.SourceIMDS}, IMDSEndpoint: env.IMDSURL})
 		},
 		Mounter:                   m,
 		ReservedVolumeAttachments: -1,
-	})
+	}
+	for _, c := range configure {
+		c(&cfg)
+	}
+	svc, err := node.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,29 +64,42 @@ func stagePassphrase(volumeID string, secrets map[string]string) ([]byte, error)
 	return p, nil
 }
 
+// Where the key that opens a volume's LUKS header came from, for errors
+// that say what to fix.
+const (
+	stageSecret  = "node-stage"
+	expandSecret = "node-expand"
+	// fromKMS: the key KMS unwrapped for the volume (nodeEncryptionKeySource: kms).
+	fromKMS = "kms"
+)
+
 // openEncrypted opens (formatting when blank) the LUKS mapping of a
-// verified device with the stage secret's passphrase, and grows it if the
-// volume grew while it was detached; it returns the mapping's device.
-func (s *Service) openEncrypted(ctx context.Context, volumeID, device string, pass []byte) (string, error) {
-	mapping, err := s.os.OpenEncrypted(ctx, volumeID, device, pass)
+// verified device with key, and grows it if the volume grew while it was
+// detached; it returns the mapping's device. from says where the key came
+// from.
+func (s *Service) openEncrypted(ctx context.Context, volumeID, device string, key mounter.LUKSKey, from string) (string, error) {
+	mapping, err := s.os.OpenEncrypted(ctx, volumeID, device, key)
 	if err != nil {
-		return "", encryptionError(ctx, fmt.Sprintf("open the encrypted volume %s (%s)", volumeID, device), "node-stage", err)
+		return "", encryptionError(ctx, fmt.Sprintf("open the encrypted volume %s (%s)", volumeID, device), from, err)
 	}
-	if err := s.os.ResizeEncrypted(ctx, volumeID, pass); err != nil {
-		return "", encryptionError(ctx, fmt.Sprintf("grow the encrypted mapping of volume %s", volumeID), "node-stage", err)
+	if err := s.os.ResizeEncrypted(ctx, volumeID, key.Secret); err != nil {
+		return "", encryptionError(ctx, fmt.Sprintf("grow the encrypted mapping of volume %s", volumeID), from, err)
 	}
 	return mapping, nil
 }
 
-// encryptionError is osError for LUKS work: a passphrase no key slot takes
-// is PermissionDenied, a passphrase the work needs and did not get, or a
-// node that cannot open LUKS at all, FailedPrecondition with what to do.
-// secret names the secret the passphrase came from.
-func encryptionError(ctx context.Context, doing, secret string, err error) error {
+// encryptionError is osError for LUKS work: a key no key slot takes is
+// PermissionDenied, a passphrase the work needs and did not get, or a node
+// that cannot open LUKS at all, FailedPrecondition with what to do. from
+// names the secret the passphrase came from, or fromKMS.
+func encryptionError(ctx context.Context, doing, from string, err error) error {
 	switch {
+	case errors.Is(err, mounter.ErrWrongPassphrase) && from == fromKMS:
+		return status.Errorf(codes.PermissionDenied, "%s: %v: the key KMS unwrapped does not open it, so its volume context's %s is not this volume's "+
+			"(the PersistentVolume was edited?; nothing was written)", doing, err, volumecontext.NodeEncryptionWrappedKeyKey)
 	case errors.Is(err, mounter.ErrWrongPassphrase):
 		return status.Errorf(codes.PermissionDenied, "%s: %v: the %s secret's %q is not this volume's passphrase (nothing was written)",
-			doing, err, secret, volumecontext.PassphraseSecretKey)
+			doing, err, from, volumecontext.PassphraseSecretKey)
 	case errors.Is(err, mounter.ErrPassphraseNeeded):
 		return status.Errorf(codes.FailedPrecondition, "%s: %v: set %s in the StorageClass to a Secret holding the passphrase under %q",
 			doing, err, expandSecretParams, volumecontext.PassphraseSecretKey)

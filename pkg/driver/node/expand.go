@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -56,8 +57,13 @@ func (s *Service) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolum
 		pass := passphrase(req.GetSecrets())
 		err := s.os.ResizeEncrypted(ctx, volumeID, pass)
 		wipe(pass)
+		if errors.Is(err, mounter.ErrPassphraseNeeded) && s.unlocks.setGrowPending(volumeID, true) {
+			return nil, status.Errorf(codes.FailedPrecondition, "grow the encrypted mapping of volume %s: %v: its key is in KMS, and the kubelet "+
+				"passes no token to NodeExpandVolume; the next NodePublishVolume of a pod allowed to unlock it grows it "+
+				"(the kubelet republishes on its own with the CSIDriver's requiresRepublish), and the kubelet's retry of this call then grows the filesystem", volumeID, err)
+		}
 		if err != nil {
-			return nil, encryptionError(ctx, fmt.Sprintf("grow the encrypted mapping of volume %s", volumeID), "node-expand", err)
+			return nil, encryptionError(ctx, fmt.Sprintf("grow the encrypted mapping of volume %s", volumeID), expandSecret, err)
 		}
 	}
 	if !block {

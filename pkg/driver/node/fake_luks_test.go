@@ -14,7 +14,8 @@ const luksHeaderBytes = 16 << 20
 // fakeMapping is the device node of a volume's mapping in the fake.
 func fakeMapping(volumeID string) string { return "/dev/mapper/diskplane-" + volumeID }
 
-func (f *fakeOS) OpenEncrypted(ctx context.Context, volumeID, device string, passphrase []byte) (string, error) {
+func (f *fakeOS) OpenEncrypted(ctx context.Context, volumeID, device string, key mounter.LUKSKey) (string, error) {
+	passphrase := key.Secret
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.failOn["OpenEncrypted"]; err != nil {
@@ -29,7 +30,11 @@ func (f *fakeOS) OpenEncrypted(ctx context.Context, volumeID, device string, pas
 	}
 	switch f.formats[device] {
 	case "":
-		f.record("luksFormat %s", device)
+		if key.Random {
+			f.record("luksFormat random-key %s", device)
+		} else {
+			f.record("luksFormat %s", device)
+		}
 		f.formats[device] = "crypto_LUKS"
 		f.luksKeys[device] = string(passphrase)
 	case "crypto_LUKS":

@@ -19,10 +19,12 @@ import (
 	"sync"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 
+	"github.com/diskplane/diskplane/pkg/cloud/datakeys"
 	"github.com/diskplane/diskplane/pkg/cloud/limits"
 	"github.com/diskplane/diskplane/pkg/cloud/metadata"
 	"github.com/diskplane/diskplane/pkg/inflight"
@@ -57,6 +59,14 @@ type Config struct {
 	// volume included), replacing the count from the instance's block device
 	// mappings. Negative means count them.
 	ReservedVolumeAttachments int
+	// Unwrapper unwraps the keys of volumes whose key KMS wraps with each
+	// publishing pod's own identity; without it such volumes are refused.
+	Unwrapper datakeys.Unwrapper
+	// TokenAudience is the audience of the pod token exchanged at STS;
+	// empty means DefaultTokenAudience.
+	TokenAudience string
+	// Registerer receives the node's metrics; nil registers none.
+	Registerer prometheus.Registerer
 }
 
 // Service is the CSI Node service.
@@ -70,6 +80,11 @@ type Service struct {
 	reserved int
 	inFlight inflight.Set
 
+	unwrapper datakeys.Unwrapper
+	audience  string
+	unlocks   *unlocks
+	metrics   *unlockMetrics
+
 	mu       sync.Mutex
 	instance *metadata.Instance // nil until Metadata answered
 }
@@ -82,12 +97,24 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Metadata == nil {
 		return nil, errors.New("node service needs a metadata source")
 	}
+	metrics, err := newUnlockMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("node metrics: %w", err)
+	}
+	audience := cfg.TokenAudience
+	if audience == "" {
+		audience = DefaultTokenAudience
+	}
 	return &Service{
-		os:       cfg.Mounter,
-		platform: cfg.Mounter.Platform(),
-		metadata: cfg.Metadata,
-		attach:   cfg.VolumeAttachLimit,
-		reserved: cfg.ReservedVolumeAttachments,
+		os:        cfg.Mounter,
+		platform:  cfg.Mounter.Platform(),
+		metadata:  cfg.Metadata,
+		attach:    cfg.VolumeAttachLimit,
+		reserved:  cfg.ReservedVolumeAttachments,
+		unwrapper: cfg.Unwrapper,
+		audience:  audience,
+		unlocks:   newUnlocks(),
+		metrics:   metrics,
 	}, nil
 }
 

@@ -12,8 +12,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
-
-	"github.com/diskplane/diskplane/pkg/driver/volumecontext"
 )
 
 // NodePublishVolume makes the volume visible to one pod: it bind-mounts the
@@ -21,7 +19,9 @@ import (
 // verified device node onto a file at the target, read-only when the request
 // or a reader-only access mode says so. A target that is already mounted
 // means the volume is published, if it is as read-only as asked; a
-// corrupted one is made again.
+// corrupted one is made again. A volume whose key KMS wraps is first
+// unlocked with the pod's own service-account token (unlockForPublish):
+// only here does the kubelet pass one.
 func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	volumeID, target, staging := req.GetVolumeId(), req.GetTargetPath(), req.GetStagingTargetPath()
 	if err := checkVolumeID(volumeID); err != nil {
@@ -50,6 +50,21 @@ func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVol
 	if block {
 		return s.publishBlock(ctx, req, options)
 	}
+	keyed, err := s.kmsKeyed(req.GetVolumeContext())
+	if err != nil {
+		return nil, err
+	}
+	authorized := func() {}
+	if keyed {
+		answered, commit, err := s.unlockForPublish(ctx, req, readOnly)
+		if err != nil {
+			return nil, err
+		}
+		if answered {
+			return &csi.NodePublishVolumeResponse{}, nil
+		}
+		authorized = commit
+	}
 	staged, err := s.os.IsMountPoint(staging)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, status.Errorf(codes.Internal, "check whether volume %s is staged at %s: %v", volumeID, staging, err)
@@ -69,11 +84,13 @@ func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVol
 			return nil, err
 		}
 		klog.V(4).InfoS("Volume already published", "volumeID", volumeID, "targetPath", target)
+		authorized()
 		return &csi.NodePublishVolumeResponse{}, nil
 	}
 	if err := s.os.BindMount(staging, target, options); err != nil {
 		return nil, osError(ctx, fmt.Sprintf("publish volume %s at %s", volumeID, target), err)
 	}
+	authorized()
 	klog.V(2).InfoS("Published volume", "volumeID", volumeID, "targetPath", target, "readOnly", slices.Contains(options, "ro"))
 	return &csi.NodePublishVolumeResponse{}, nil
 }
@@ -87,9 +104,16 @@ func (s *Service) publishBlock(ctx context.Context, req *csi.NodePublishVolumeRe
 	if err != nil {
 		return nil, err
 	}
-	device, err := s.os.FindDevice(ctx, volumeID, req.GetPublishContext()[volumecontext.DevicePathKey])
+	keyed, err := s.kmsKeyed(req.GetVolumeContext())
 	if err != nil {
-		return nil, osError(ctx, fmt.Sprintf("find the device of volume %s", volumeID), err)
+		return nil, err
+	}
+	if keyed {
+		return nil, errNoBlockTokens(volumeID)
+	}
+	device, err := s.findDevice(ctx, volumeID, req.GetPublishContext())
+	if err != nil {
+		return nil, err
 	}
 	if encrypted {
 		if device, err = s.stagedMapping(volumeID, device); err != nil {
@@ -189,6 +213,8 @@ func publishMountOptions(readOnly bool, flags []string) []string {
 
 // NodeUnpublishVolume unmounts the target and removes the directory or file
 // the publish created there. A target that is gone means the work is done.
+// The last publication of a volume whose key KMS wraps also closes it
+// (closeUnlocked).
 func (s *Service) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
 	volumeID, target := req.GetVolumeId(), req.GetTargetPath()
 	if err := checkVolumeID(volumeID); err != nil {
@@ -207,5 +233,8 @@ func (s *Service) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublis
 		return nil, osError(ctx, fmt.Sprintf("unpublish volume %s from %s", volumeID, target), err)
 	}
 	klog.V(2).InfoS("Unpublished volume", "volumeID", volumeID, "targetPath", target)
+	if err := s.closeUnlocked(ctx, publication{volumeID: volumeID, target: target}); err != nil {
+		return nil, err
+	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil
 }

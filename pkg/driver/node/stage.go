@@ -21,7 +21,9 @@ import (
 // LUKS2 when blank) with the passphrase of the node-stage secret, and the
 // rest happens on the mapping. A plain block volume needs none of this: it
 // is bind-mounted straight from the device at publish time; an encrypted
-// one is staged by opening its mapping.
+// one is staged by opening its mapping. A volume whose key KMS wraps is only
+// verified: the kubelet passes the token that unlocks it to
+// NodePublishVolume alone, which does the rest (unlockForPublish).
 func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	volumeID, staging := req.GetVolumeId(), req.GetStagingTargetPath()
 	if err := checkVolumeID(volumeID); err != nil {
@@ -38,6 +40,15 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeR
 	if err != nil {
 		return nil, err
 	}
+	keyed, err := s.kmsKeyed(req.GetVolumeContext())
+	if err != nil {
+		return nil, err
+	}
+	if keyed {
+		if err := checkUnlockable(req, block); err != nil {
+			return nil, err
+		}
+	}
 	if block && !encrypted {
 		return &csi.NodeStageVolumeResponse{}, nil
 	}
@@ -49,7 +60,7 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeR
 		}
 	}
 	var pass []byte
-	if encrypted {
+	if encrypted && !keyed {
 		if pass, err = stagePassphrase(volumeID, req.GetSecrets()); err != nil {
 			return nil, err
 		}
@@ -61,12 +72,16 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeR
 	}
 	defer release()
 
-	device, err := s.os.FindDevice(ctx, volumeID, req.GetPublishContext()[volumecontext.DevicePathKey])
+	device, err := s.findDevice(ctx, volumeID, req.GetPublishContext())
 	if err != nil {
-		return nil, osError(ctx, fmt.Sprintf("find the device of volume %s", volumeID), err)
+		return nil, err
+	}
+	if keyed {
+		klog.V(2).InfoS("Verified the device of a volume whose key is in KMS; each pod's publish unlocks it", "volumeID", volumeID, "device", device)
+		return &csi.NodeStageVolumeResponse{}, nil
 	}
 	if encrypted {
-		if device, err = s.openEncrypted(ctx, volumeID, device, pass); err != nil {
+		if device, err = s.openEncrypted(ctx, volumeID, device, mounter.LUKSKey{Secret: pass}, stageSecret); err != nil {
 			return nil, err
 		}
 		if block {
@@ -74,24 +89,36 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeR
 			return &csi.NodeStageVolumeResponse{}, nil
 		}
 	}
+	if err := s.mountStaging(ctx, volumeID, device, staging, fsType, format, req.GetVolumeCapability()); err != nil {
+		return nil, err
+	}
+	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// mountStaging mounts a verified device (or an encrypted volume's mapping)
+// at the staging path, formatting it when blank, and grows the filesystem
+// if the volume was expanded while it was detached. A staging path that
+// holds the device already is left as it is (and grown); one that holds
+// anything else is refused.
+func (s *Service) mountStaging(ctx context.Context, volumeID, device, staging, fsType string, format volumecontext.FormatOptions, c *csi.VolumeCapability) error {
 	mounted, err := s.prepareMountPoint(staging, s.os.MakeDir)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if mounted {
 		current, err := s.os.MountedDevice(staging)
 		if err != nil {
-			return nil, status.Errorf(codes.Internal, "read what is mounted at %s: %v", staging, err)
+			return status.Errorf(codes.Internal, "read what is mounted at %s: %v", staging, err)
 		}
 		if current != device {
-			return nil, status.Errorf(codes.FailedPrecondition,
+			return status.Errorf(codes.FailedPrecondition,
 				"staging path %s already holds %s, not %s (the device of volume %s)", staging, current, device, volumeID)
 		}
 		klog.V(4).InfoS("Volume already staged", "volumeID", volumeID, "device", device, "stagingPath", staging)
 	} else {
-		options := stageMountOptions(fsType, req.GetVolumeCapability().GetMount().GetMountFlags())
+		options := stageMountOptions(fsType, c.GetMount().GetMountFlags())
 		if err := s.os.FormatAndMount(device, staging, fsType, format.MkfsArgs(fsType), options); err != nil {
-			return nil, osError(ctx, fmt.Sprintf("mount volume %s (%s) at %s", volumeID, device, staging), err)
+			return osError(ctx, fmt.Sprintf("mount volume %s (%s) at %s", volumeID, device, staging), err)
 		}
 		klog.V(2).InfoS("Staged volume", "volumeID", volumeID, "device", device, "fsType", fsType, "stagingPath", staging)
 	}
@@ -99,9 +126,9 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeR
 	// Also done for a volume staged already, so a stage that failed here
 	// completes on retry.
 	if err := s.growFilesystem(device, staging); err != nil {
-		return nil, osError(ctx, fmt.Sprintf("grow the filesystem of volume %s", volumeID), err)
+		return osError(ctx, fmt.Sprintf("grow the filesystem of volume %s", volumeID), err)
 	}
-	return &csi.NodeStageVolumeResponse{}, nil
+	return nil
 }
 
 // stageMountOptions are the capability's mount flags, plus nouuid for xfs:
@@ -188,6 +215,7 @@ func (s *Service) NodeUnstageVolume(ctx context.Context, req *csi.NodeUnstageVol
 	if err := s.closeEncrypted(ctx, volumeID); err != nil {
 		return nil, err
 	}
+	s.unlocks.forget(volumeID)
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }
 

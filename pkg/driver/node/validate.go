@@ -188,6 +188,16 @@ func (s *Service) acquire(volumeID string) (func(), error) {
 	return release, nil
 }
 
+// findDevice finds and verifies the device of a volume, starting where
+// the attachment's device name in the publish context points.
+func (s *Service) findDevice(ctx context.Context, volumeID string, publishContext map[string]string) (string, error) {
+	device, err := s.os.FindDevice(ctx, volumeID, publishContext[volumecontext.DevicePathKey])
+	if err != nil {
+		return "", osError(ctx, fmt.Sprintf("find the device of volume %s", volumeID), err)
+	}
+	return device, nil
+}
+
 // osError turns an error from the mounter into a gRPC status, with what
 // was being done in front.
 func osError(ctx context.Context, doing string, err error) error {

@@ -35,6 +35,15 @@ const (
 	// KeyNodeEncryption asks the node to encrypt the volume with LUKS2 and
 	// the passphrase of the node-stage secret (volumecontext.NodeEncryptionKey).
 	KeyNodeEncryption = volumecontext.NodeEncryptionKey
+	// KeyNodeEncryptionKeySource is where that encryption's key comes from:
+	// secret (the node-stage secret's passphrase, the default) or kms.
+	KeyNodeEncryptionKeySource = volumecontext.NodeEncryptionKeySourceKey
+	// KeyNodeEncryptionKMSKeyID is the KMS key that wraps the volume key
+	// (nodeEncryptionKeySource: kms): an ID, ARN, alias or alias ARN.
+	KeyNodeEncryptionKMSKeyID = volumecontext.NodeEncryptionKMSKeyIDKey
+	// KeyNodeEncryptionRoleARN is the IAM role whose pods may unwrap it
+	// (nodeEncryptionKeySource: kms).
+	KeyNodeEncryptionRoleARN = volumecontext.NodeEncryptionRoleARNKey
 	// KeyFSType is the filesystem the provisioner asks for.
 	KeyFSType = "csi.storage.k8s.io/fstype"
 	// KeyPVCName, KeyPVCNamespace and KeyPVName are added by the provisioner's

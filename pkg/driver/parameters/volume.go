@@ -26,6 +26,9 @@ type Volume struct {
 	// NodeEncryption is the encryption the node applies itself
 	// (volumecontext.NodeEncryptionLUKS2), or "".
 	NodeEncryption string
+	// NodeEncryptionKey says where the node's encryption key comes from
+	// (a zero value: the node-stage secret).
+	NodeEncryptionKey NodeEncryptionKey
 	// FSType is the filesystem the node will create: the capability's
 	// fs_type, else csi.storage.k8s.io/fstype, else the default.
 	FSType string
@@ -89,6 +92,8 @@ func (p *Parser) Volume(parameters, mutable map[string]string, capabilityFSType 
 			if v.NodeEncryption, err = volumecontext.NodeEncryption(map[string]string{key: value}); err != nil {
 				err = invalid(key, "is %q: the node encrypts with %s only (see docs/encryption.md)", value, volumecontext.NodeEncryptionLUKS2)
 			}
+		case strings.ToLower(KeyNodeEncryptionKeySource), strings.ToLower(KeyNodeEncryptionKMSKeyID), strings.ToLower(KeyNodeEncryptionRoleARN):
+			err = v.NodeEncryptionKey.set(key, lower, value)
 		case strings.ToLower(KeyFSType):
 			fsTypeKey, paramFSType = key, value
 		case strings.ToLower(KeyPVCName):
@@ -152,6 +157,9 @@ func (p *Parser) Volume(parameters, mutable map[string]string, capabilityFSType 
 			return nil, invalid(encryptedKey, "is false but kmsKeyId is set: a KMS key only makes sense for an encrypted volume")
 		}
 		v.Encrypted = true
+	}
+	if err := v.NodeEncryptionKey.check(v.NodeEncryption); err != nil {
+		return nil, err
 	}
 	if v.FSType, v.FormatOptions, err = resolveFormat(fsTypeKey, paramFSType, capabilityFSType, formatOptions); err != nil {
 		return nil, err

@@ -1,6 +1,9 @@
 package volumecontext
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestNodeEncryption(t *testing.T) {
 	tests := []struct {
@@ -22,5 +25,55 @@ func TestNodeEncryption(t *testing.T) {
 		if (err != nil) != tc.wantErr || got != tc.want {
 			t.Errorf("NodeEncryption(%v) = %q, %v; want %q (error %v)", tc.ctx, got, err, tc.want, tc.wantErr)
 		}
+	}
+}
+
+func TestKeySource(t *testing.T) {
+	for _, tc := range []struct {
+		ctx     map[string]string
+		want    string
+		wantErr bool
+	}{
+		{ctx: nil, want: KeySourceSecret},
+		{ctx: map[string]string{NodeEncryptionKeySourceKey: "secret"}, want: KeySourceSecret},
+		{ctx: map[string]string{"NODEENCRYPTIONKEYSOURCE": " KMS "}, want: KeySourceKMS},
+		{ctx: map[string]string{NodeEncryptionKeySourceKey: "vault"}, wantErr: true},
+	} {
+		got, err := KeySource(tc.ctx)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("KeySource(%v) = %q, %v", tc.ctx, got, err)
+		}
+	}
+}
+
+func TestKMSKeyOf(t *testing.T) {
+	key := KMSKey{KeyID: "arn:aws:kms:us-east-1:123456789012:key/k", RoleARN: "arn:aws:iam::123456789012:role/shop/db", Wrapped: []byte{1, 2, 3}}
+	ctx := key.VolumeContext()
+	got, err := KMSKeyOf(ctx)
+	if err != nil || got.KeyID != key.KeyID || got.RoleARN != key.RoleARN || string(got.Wrapped) != string(key.Wrapped) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	if s, _ := KeySource(ctx); s != KeySourceKMS {
+		t.Fatalf("the context's key source is %q", s)
+	}
+	for _, tc := range []struct {
+		name, key, value, wantErr string
+	}{
+		{name: "no wrapped key", key: NodeEncryptionWrappedKeyKey, value: "", wantErr: "has no nodeEncryptionWrappedKey"},
+		{name: "not base64", key: NodeEncryptionWrappedKeyKey, value: "%%%", wantErr: "not base64"},
+		{name: "no role", key: NodeEncryptionRoleARNKey, value: " ", wantErr: "has no nodeEncryptionRoleArn"},
+		{name: "a user, not a role", key: NodeEncryptionRoleARNKey, value: "arn:aws:iam::123456789012:user/db", wantErr: "not an IAM role ARN"},
+		{name: "no key", key: NodeEncryptionKMSKeyIDKey, value: "", wantErr: "has no nodeEncryptionKmsKeyId"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := key.VolumeContext()
+			bad[tc.key] = tc.value
+			if _, err := KMSKeyOf(bad); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("KMSKeyOf = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+	if err := CheckRoleARN("arn:aws-us-gov:iam::123456789012:role/a+b=c,d.e@f-g_h"); err != nil {
+		t.Fatal(err)
 	}
 }

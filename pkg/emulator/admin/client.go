@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/diskplane/diskplane/pkg/emulator/faults"
+	"github.com/diskplane/diskplane/pkg/emulator/identityadmin"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
 // Client is a Go client of the admin API, for tests and tools that drive an
 // emulator running as a process: the cloud's view of its volumes and
-// snapshots (what EC2 really holds, never hidden by a fault), its faults
-// and its audit.
+// snapshots (what EC2 really holds, never hidden by a fault), its faults,
+// its audit, and the IAM and KMS declarations behind its STS and KMS.
 type Client struct {
 	// URL is the admin listener, e.g. http://127.0.0.1:8702.
 	URL string
@@ -53,11 +54,7 @@ func (c *Client) Faults(ctx context.Context) (faults.Config, error) {
 
 // SetFaults replaces the whole fault setting.
 func (c *Client) SetFaults(ctx context.Context, f faults.Config) error {
-	doc, err := json.Marshal(f)
-	if err != nil {
-		return err
-	}
-	return c.do(ctx, http.MethodPut, PathFaults, bytes.NewReader(doc), nil)
+	return c.putJSON(ctx, PathFaults, f)
 }
 
 // PatchFaults changes the fault settings the JSON document names (see
@@ -88,6 +85,31 @@ func (c *Client) FailVolumeIO(ctx context.Context, id string, fail bool) error {
 		return fmt.Errorf("device of %s: %w", id, err)
 	}
 	return nil
+}
+
+// SetIAM replaces the emulator's IAM document (OIDC providers, roles,
+// access keys): an iam.Config or anything that marshals to its JSON form.
+// Tests declare a cluster's service-account issuer with it, and revoke a
+// role's trust while a driver runs.
+func (c *Client) SetIAM(ctx context.Context, doc any) error {
+	return c.putJSON(ctx, identityadmin.IAMPath, doc)
+}
+
+// SetKMSKey declares the KMS key with this ID, or changes its aliases,
+// description, enabled state and key policy: a kms.KeySpec or anything
+// that marshals to its JSON form, replacing what was declared. Tests revoke a role's kms:Decrypt with
+// it while a volume is in use.
+func (c *Client) SetKMSKey(ctx context.Context, id string, doc any) error {
+	return c.putJSON(ctx, identityadmin.KMSKeysPath+"/"+id, doc)
+}
+
+// putJSON PUTs doc, JSON-encoded, to path.
+func (c *Client) putJSON(ctx context.Context, path string, doc any) error {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("PUT %s: %w", path, err)
+	}
+	return c.do(ctx, http.MethodPut, path, bytes.NewReader(b), nil)
 }
 
 // do sends one request (body may be nil) and decodes a 200 answer into

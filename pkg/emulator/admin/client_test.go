@@ -1,12 +1,15 @@
 package admin_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/diskplane/diskplane/pkg/emulator/admin"
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
 	"github.com/diskplane/diskplane/pkg/emulator/faults"
+	"github.com/diskplane/diskplane/pkg/emulator/iam"
+	"github.com/diskplane/diskplane/pkg/emulator/kms"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
@@ -55,6 +58,26 @@ func TestClient(t *testing.T) {
 	}
 	if err := c.FailVolumeIO(ctx, vol.ID, true); err == nil {
 		t.Fatal("FailVolumeIO of a volume with no device here succeeded")
+	}
+	role := iam.Role{Name: "app", TrustPolicy: &iam.Policy{Statement: []iam.Statement{{Effect: "Allow",
+		Principal: &iam.Principal{AWS: iam.StringList{"*"}}, Action: iam.StringList{"sts:AssumeRoleWithWebIdentity"}}}}}
+	if err := c.SetIAM(ctx, iam.Config{Roles: []iam.Role{role}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.IAM().Config().Roles; len(got) != 1 || got[0].Name != "app" {
+		t.Fatalf("roles after SetIAM: %+v", got)
+	}
+	if err := c.SetIAM(ctx, map[string]any{"roles": "not a list"}); err == nil {
+		t.Fatal("an invalid IAM document was accepted")
+	}
+	if err := c.SetKMSKey(ctx, "k1", kms.KeySpec{Aliases: []string{"alias/k1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetKMSKey(ctx, "k1", map[string]any{"enabled": false}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Keys().Usable("k1"); !errors.Is(err, kms.ErrKeyDisabled) {
+		t.Fatalf("the key disabled through SetKMSKey: %v, want ErrKeyDisabled", err)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
 	"github.com/diskplane/diskplane/pkg/emulator/faults"
+	"github.com/diskplane/diskplane/pkg/emulator/kms"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
@@ -130,7 +131,8 @@ func TestClockSkew(t *testing.T) {
 
 func TestAsyncFailureThroughTheAPI(t *testing.T) {
 	f := newFixture(t, emulatortest.Options{Latencies: model.Latencies{VolumeDelete: 300 * time.Millisecond},
-		Faults: faults.Config{UnusableKMSKeys: []string{"alias/locked"}}})
+		Faults: faults.Config{UnusableKMSKeys: []string{"alias/locked"}},
+		KMS:    kms.Config{Keys: []kms.KeySpec{{ID: "locked", Aliases: []string{"alias/locked"}}}}})
 	out, err := f.client.CreateVolume(f.ctx, &ec2.CreateVolumeInput{AvailabilityZone: aws.String(f.zone), Size: aws.Int32(1),
 		Encrypted: aws.Bool(true), KmsKeyId: aws.String("alias/locked")})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/diskplane/diskplane/pkg/emulator/faults"
+	"github.com/diskplane/diskplane/pkg/emulator/kms"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
@@ -35,6 +36,9 @@ type Options struct {
 	Faults *faults.Faults
 	// Metrics, when set, counts and times every request.
 	Metrics *Metrics
+	// Keys, when set, is the KMS whose keys an encrypted volume's KmsKeyId
+	// must name (existing and enabled).
+	Keys *kms.Store
 }
 
 // handler is the EC2 endpoint.
@@ -42,6 +46,7 @@ type handler struct {
 	cloud   *model.Cloud
 	faults  *faults.Faults
 	metrics *Metrics
+	keys    *kms.Store
 }
 
 // action is one supported EC2 action.
@@ -86,7 +91,7 @@ func Actions() []string {
 
 // NewHandler returns the EC2 API handler for cloud.
 func NewHandler(cloud *model.Cloud, opts Options) http.Handler {
-	return &handler{cloud: cloud, faults: opts.Faults, metrics: opts.Metrics}
+	return &handler{cloud: cloud, faults: opts.Faults, metrics: opts.Metrics, keys: opts.Keys}
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -2,7 +2,8 @@ package ec2api
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+
+	"github.com/diskplane/diskplane/pkg/emulator/servicemetrics"
 )
 
 // Metrics counts and times every EC2 request the emulator answers, by action
@@ -52,24 +53,5 @@ func (m *Metrics) observe(action, code string, seconds float64) {
 // Count returns how many requests of action were answered with code; an
 // empty code counts every outcome.
 func (m *Metrics) Count(action, code string) int {
-	ch := make(chan prometheus.Metric, 64)
-	go func() {
-		m.requests.Collect(ch)
-		close(ch)
-	}()
-	total := 0.0
-	for metric := range ch {
-		var pb dto.Metric
-		if err := metric.Write(&pb); err != nil {
-			continue
-		}
-		labels := map[string]string{}
-		for _, l := range pb.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		if labels["action"] == action && (code == "" || labels["code"] == code) {
-			total += pb.GetCounter().GetValue()
-		}
-	}
-	return int(total)
+	return servicemetrics.Sum(m.requests, map[string]string{"action": action, "code": code})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
+	"github.com/diskplane/diskplane/pkg/emulator/kms"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
@@ -110,7 +111,7 @@ func TestRestoreFromPendingSnapshot(t *testing.T) {
 }
 
 func TestEncryptionFollowsTheSnapshot(t *testing.T) {
-	f := newFixture(t, emulatortest.Options{})
+	f := newFixture(t, emulatortest.Options{KMS: kms.Config{Keys: []kms.KeySpec{{ID: "mine", Aliases: []string{"alias/mine"}}}}})
 	out, err := f.client.CreateVolume(f.ctx, &ec2.CreateVolumeInput{AvailabilityZone: aws.String(f.zone), Size: aws.Int32(1), Encrypted: aws.Bool(true), KmsKeyId: aws.String("alias/mine")})
 	if err != nil {
 		t.Fatal(err)

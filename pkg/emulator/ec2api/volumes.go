@@ -37,7 +37,7 @@ func (h *handler) createVolume(p params) (requestIDSetter, error) {
 	in.MultiAttach, err[4] = p.boolp("MultiAttachEnabled")
 	in.Tags, err[5] = p.tagSpecs("volume")
 	in.DryRun, err[6] = p.boolv("DryRun")
-	if e := firstErr(err[:]...); e != nil {
+	if e := firstErr(append(err[:], h.checkKey(in.KmsKeyID, in.Encrypted))...); e != nil {
 		return nil, e
 	}
 	v, e := h.cloud.CreateVolume(in)
@@ -61,7 +61,7 @@ func (h *handler) copyVolumes(p params) (requestIDSetter, error) {
 	in.MultiAttach, err[4] = p.boolp("MultiAttachEnabled")
 	in.Tags, err[5] = p.tagSpecs("volume")
 	in.DryRun, err[6] = p.boolv("DryRun")
-	if e := firstErr(err[:]...); e != nil {
+	if e := firstErr(append(err[:], h.checkKey(in.KmsKeyID, in.Encrypted))...); e != nil {
 		return nil, e
 	}
 	vols, e := h.cloud.CopyVolumes(in)

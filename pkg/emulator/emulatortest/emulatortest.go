@@ -39,7 +39,9 @@ import (
 	"github.com/diskplane/diskplane/pkg/cloud/sdkhttp"
 	"github.com/diskplane/diskplane/pkg/emulator"
 	"github.com/diskplane/diskplane/pkg/emulator/faults"
+	"github.com/diskplane/diskplane/pkg/emulator/iam"
 	"github.com/diskplane/diskplane/pkg/emulator/imds"
+	"github.com/diskplane/diskplane/pkg/emulator/kms"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 	"github.com/diskplane/diskplane/pkg/testutil"
 )
@@ -73,6 +75,11 @@ type Options struct {
 	Faults faults.Config
 	// RequireIMDSToken makes IMDS refuse IMDSv1 requests.
 	RequireIMDSToken bool
+	// IAM declares OIDC providers, roles and access keys for the STS and
+	// KMS that answer at EC2URL too; change them later with Env.IAM().
+	IAM iam.Config
+	// KMS declares keys; an encrypted volume's KmsKeyId must name one.
+	KMS kms.Config
 	// DataDir holds the saved state and the volume images; empty means a
 	// private temporary directory. A test whose volumes must fail their
 	// I/O (the admin API's device faults) puts it on ext4.
@@ -135,6 +142,8 @@ func Start(t testing.TB, opts Options) *Env {
 		LinkDir: env.LinkDir,
 		Faults:  opts.Faults,
 		IMDS:    imds.Options{RequireToken: opts.RequireIMDSToken},
+		IAM:     opts.IAM,
+		KMS:     opts.KMS,
 	}
 	env.start(t)
 	serve := func(pick func(*emulator.Emulator) http.Handler) *httptest.Server {
@@ -205,6 +214,20 @@ func (env *Env) CallsWithCode(action, code string) int {
 	return env.current.Load().Metrics.Count(action, code)
 }
 
+// IAM is the running emulator's identities (OIDC providers, roles, access
+// keys and the sessions STS issued).
+func (env *Env) IAM() *iam.Store { return env.current.Load().IAM }
+
+// Keys is the running emulator's KMS keys.
+func (env *Env) Keys() *kms.Store { return env.current.Load().Keys }
+
+// ServiceCalls counts the STS or KMS requests of action ("sts",
+// "AssumeRoleWithWebIdentity"; "kms", "Decrypt") the running emulator
+// answered with code; an empty code counts every outcome.
+func (env *Env) ServiceCalls(service, action, code string) int {
+	return env.current.Load().Services.Count(service, action, code)
+}
+
 // LocalInstance is the instance the test's host plays.
 func (env *Env) LocalInstance() model.Instance {
 	in, _, _ := env.Cloud().LocalInstance()
@@ -229,6 +252,19 @@ func (env *Env) EC2Client(optFns ...func(*ec2.Options)) *ec2.Client {
 	}, optFns...)
 }
 
+// AWSConfig returns an SDK configuration for the emulator's EC2, STS and
+// KMS (all at EC2URL) in the emulated region, using HTTPClient. It signs
+// with this access key (one the IAM document declares, for KMS), or, with
+// an empty accessKeyID, carries no credentials: a node's configuration,
+// whose only call, STS AssumeRoleWithWebIdentity, is unsigned.
+func (env *Env) AWSConfig(accessKeyID, secretAccessKey string) aws.Config {
+	cfg := aws.Config{Region: env.Region(), BaseEndpoint: aws.String(env.EC2URL), HTTPClient: HTTPClient()}
+	if accessKeyID != "" {
+		cfg.Credentials = credentials.NewStaticCredentialsProvider(accessKeyID, secretAccessKey, "")
+	}
+	return cfg
+}
+
 // HTTPClient returns an HTTP client for aws-sdk-go-v2 clients of a local
 // emulator (ec2.Options.HTTPClient, or config.WithHTTPClient). It sends
 // request bodies the way the cloud layer does (pkg/cloud/sdkhttp), which a
@@ -242,6 +278,8 @@ func HTTPClient() *http.Client {
 func (env *Env) Environ() map[string]string {
 	return map[string]string{
 		"AWS_ENDPOINT_URL_EC2":              env.EC2URL,
+		"AWS_ENDPOINT_URL_STS":              env.EC2URL,
+		"AWS_ENDPOINT_URL_KMS":              env.EC2URL,
 		"AWS_EC2_METADATA_SERVICE_ENDPOINT": env.IMDSURL,
 		"AWS_REGION":                        env.Region(),
 		"AWS_ACCESS_KEY_ID":                 "AKIDEMULATOR",

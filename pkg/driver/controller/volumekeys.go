@@ -1,0 +1,242 @@
+package controller
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/klog/v2"
+
+	"github.com/diskplane/diskplane/pkg/cloud"
+	"github.com/diskplane/diskplane/pkg/cloud/datakeys"
+	"github.com/diskplane/diskplane/pkg/driver/parameters"
+	"github.com/diskplane/diskplane/pkg/driver/volumecontext"
+)
+
+// The tags that keep a volume's wrapped LUKS key (nodeEncryptionKeySource:
+// kms) with the volume and its snapshots, under the driver's reserved
+// prefix (<driver name>/…): the volume context has it too, but a snapshot
+// outlives its volume's PersistentVolume, and a restore needs it.
+const (
+	// tagWrappedKey holds the base64 ciphertext; when it is longer than a
+	// tag value may be, it goes on in tagWrappedKey-2, -3 ….
+	tagWrappedKey = "luks-key"
+	// tagWrappingKey holds the ARN of the KMS key that wraps it.
+	tagWrappingKey = "luks-key-kms-key"
+	// tagKeyVolume holds the volume ID its encryption context names; on a
+	// volume, its own ID, on a snapshot, its source's.
+	tagKeyVolume = "luks-key-volume"
+	// maxTagValue is EC2's limit on a tag value, in characters.
+	maxTagValue = 256
+	// maxWrappedKeyTags bounds how many tags one ciphertext may take.
+	maxWrappedKeyTags = 8
+)
+
+// errNoWrappedKey is what a restore or clone into a class whose keys KMS
+// wraps gets when its source carries no wrapped key.
+var errNoWrappedKey = errors.New("carries no KMS-wrapped LUKS key")
+
+// dryRunVolumeID stands in for the volume a dry run is for, which does not
+// exist yet: KMS checks the caller may make a key with an encryption
+// context of this shape.
+const dryRunVolumeID = "vol-00000000000000000"
+
+// sourceKey is the wrapped key of a restore's or clone's source.
+type sourceKey struct {
+	wrapped  datakeys.Wrapped
+	volumeID string // the volume its encryption context names
+}
+
+// checkVolumeKey runs before anything is created for a class whose LUKS key
+// KMS wraps: raw block access is refused (the kubelet sends a pod's token
+// only to a filesystem volume's NodePublishVolume), a restore's or clone's
+// source must carry a wrapped key, and KMS is asked, in a dry run, whether
+// this controller may make (or re-wrap) the key, so that a wrong key,
+// policy or region fails here instead of leaving behind a volume that
+// CreateVolume never returns.
+func (s *Service) checkVolumeKey(ctx context.Context, key parameters.NodeEncryptionKey, caps capabilitySet, src *csi.VolumeContentSource) (*sourceKey, error) {
+	if !key.KMS() {
+		return nil, nil
+	}
+	if caps.block {
+		return nil, invalidArgument("%s: %s cannot encrypt a raw block volume: the kubelet passes a pod's service-account token only to "+
+			"filesystem volumes, so no pod could unlock it; use volumeMode: Filesystem, or %s: %s",
+			parameters.KeyNodeEncryptionKeySource, volumecontext.KeySourceKMS, parameters.KeyNodeEncryptionKeySource, volumecontext.KeySourceSecret)
+	}
+	if s.keys == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "%s: %s: this controller has no KMS client", parameters.KeyNodeEncryptionKeySource, volumecontext.KeySourceKMS)
+	}
+	source, err := s.sourceKey(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	var from *datakeys.Wrapped
+	fromVolume := ""
+	if source != nil {
+		from, fromVolume = &source.wrapped, source.volumeID
+	}
+	if err := s.keys.Check(ctx, key.KMSKeyID, from, fromVolume, dryRunVolumeID); err != nil {
+		return nil, failed(err, "KMS key %s", key.KMSKeyID)
+	}
+	return source, nil
+}
+
+// sourceKey reads the wrapped key a snapshot or volume to restore or clone
+// carries in its tags; nil without a source.
+func (s *Service) sourceKey(ctx context.Context, src *csi.VolumeContentSource) (*sourceKey, error) {
+	var tags map[string]string
+	var from, volumeID string
+	switch {
+	case src == nil:
+		return nil, nil
+	case src.GetSnapshot() != nil:
+		id := src.GetSnapshot().GetSnapshotId()
+		snap, err := s.cloud.GetSnapshot(ctx, id)
+		if err != nil {
+			return nil, failed(err, "source snapshot %s", id)
+		}
+		tags, from, volumeID = snap.Tags, "snapshot "+id, snap.Tags[s.tagKey(tagKeyVolume)]
+	case src.GetVolume() != nil:
+		id := src.GetVolume().GetVolumeId()
+		vol, err := s.cloud.GetVolume(ctx, id)
+		if err != nil {
+			return nil, failed(err, "source volume %s", id)
+		}
+		tags, from, volumeID = vol.Tags, "volume "+id, id
+	default:
+		return nil, nil
+	}
+	w, ok, err := s.wrappedFromTags(tags)
+	switch {
+	case err != nil:
+		return nil, status.Errorf(codes.FailedPrecondition, "%s: %v", from, err)
+	case !ok || volumeID == "":
+		return nil, invalidArgument("%s %v: it is not of a volume whose LUKS key KMS wraps (%s: %s), and this class encrypts "+
+			"only such volumes (a plain or passphrase-encrypted volume cannot be re-encrypted in place)",
+			from, errNoWrappedKey, parameters.KeyNodeEncryptionKeySource, volumecontext.KeySourceKMS)
+	}
+	return &sourceKey{wrapped: w, volumeID: volumeID}, nil
+}
+
+// volumeKeyContext makes sure vol has its wrapped LUKS key, in a tag and in
+// the volume context returned: the one an earlier attempt tagged it with,
+// or a new one (re-wrapped from the source's for a restore or clone).
+func (s *Service) volumeKeyContext(ctx context.Context, vol *cloud.Volume, key parameters.NodeEncryptionKey, source *sourceKey) (map[string]string, error) {
+	if !key.KMS() {
+		return nil, nil
+	}
+	w, ok, err := s.wrappedFromTags(vol.Tags)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "volume %s: %v", vol.ID, err)
+	}
+	if !ok {
+		if source != nil {
+			w, err = s.keys.Rewrap(ctx, source.wrapped, source.volumeID, key.KMSKeyID, vol.ID)
+		} else {
+			w, err = s.keys.Generate(ctx, key.KMSKeyID, vol.ID)
+		}
+		if err != nil {
+			return nil, failed(err, "wrap the LUKS key of volume %s", vol.ID)
+		}
+		tags, err := s.wrappedKeyTags(w, vol.ID)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "volume %s: %v", vol.ID, err)
+		}
+		if err := s.cloud.UpdateTags(ctx, vol.ID, tags, nil); err != nil {
+			return nil, failed(err, "tag volume %s with its wrapped LUKS key", vol.ID)
+		}
+		klog.V(2).InfoS("Wrapped the volume's LUKS key", "volumeID", vol.ID, "kmsKey", w.KeyARN, "rewrapped", source != nil)
+	}
+	return volumecontext.KMSKey{KeyID: w.KeyARN, RoleARN: key.RoleARN, Wrapped: w.Ciphertext}.VolumeContext(), nil
+}
+
+// snapshotKeyTags are the tags a snapshot of sourceID needs to be restored
+// with its key: the source volume's wrapped key and the volume its
+// encryption context names; none for a volume without one.
+func (s *Service) snapshotKeyTags(ctx context.Context, sourceID string) (map[string]string, error) {
+	vol, err := s.cloud.GetVolume(ctx, sourceID)
+	if err != nil {
+		return nil, failed(err, "source volume %s", sourceID)
+	}
+	w, ok, err := s.wrappedFromTags(vol.Tags)
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "source volume %s: %v", sourceID, err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	return s.wrappedKeyTags(w, sourceID)
+}
+
+// tagKey is a tag key under the driver's reserved prefix.
+func (s *Service) tagKey(name string) string { return s.driverName + "/" + name }
+
+// wrappedKeyTags renders a wrapped key into tags, the ciphertext split
+// over as many tags as its length needs.
+func (s *Service) wrappedKeyTags(w datakeys.Wrapped, volumeID string) (map[string]string, error) {
+	if len(w.KeyARN) > maxTagValue {
+		return nil, fmt.Errorf("the KMS key's ARN %s is longer than a tag value may be", w.KeyARN)
+	}
+	tags := map[string]string{s.tagKey(tagWrappingKey): w.KeyARN, s.tagKey(tagKeyVolume): volumeID}
+	text := base64.StdEncoding.EncodeToString(w.Ciphertext)
+	for i := 1; text != ""; i++ {
+		if i > maxWrappedKeyTags {
+			return nil, fmt.Errorf("the wrapped key (%d bytes) needs more than %d tags", len(w.Ciphertext), maxWrappedKeyTags)
+		}
+		n := min(len(text), maxTagValue)
+		tags[s.wrappedKeyTag(i)] = text[:n]
+		text = text[n:]
+	}
+	return tags, nil
+}
+
+func (s *Service) wrappedKeyTag(i int) string {
+	if i == 1 {
+		return s.tagKey(tagWrappedKey)
+	}
+	return s.tagKey(tagWrappedKey + "-" + strconv.Itoa(i))
+}
+
+// wrappedFromTags reads a wrapped key back from a resource's tags: false
+// when it has none, an error when what it has is damaged.
+func (s *Service) wrappedFromTags(tags map[string]string) (datakeys.Wrapped, bool, error) {
+	first, ok := tags[s.wrappedKeyTag(1)]
+	if !ok {
+		return datakeys.Wrapped{}, false, nil
+	}
+	var text strings.Builder
+	text.WriteString(first)
+	for i := 2; i <= maxWrappedKeyTags; i++ {
+		part, ok := tags[s.wrappedKeyTag(i)]
+		if !ok {
+			break
+		}
+		text.WriteString(part)
+	}
+	ciphertext, err := base64.StdEncoding.DecodeString(text.String())
+	keyARN := tags[s.tagKey(tagWrappingKey)]
+	if err != nil || len(ciphertext) == 0 || keyARN == "" {
+		return datakeys.Wrapped{}, false, fmt.Errorf("its tags %s… hold no readable wrapped LUKS key (edited by hand?)", s.tagKey(tagWrappedKey))
+	}
+	return datakeys.Wrapped{KeyARN: keyARN, Ciphertext: ciphertext}, true, nil
+}
+
+// mergeMaps adds extra's entries to a copy of base (a volume context, tags).
+func mergeMaps(base, extra map[string]string) map[string]string {
+	if len(extra) == 0 {
+		return base
+	}
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, extra)
+	return out
+}
