@@ -10,7 +10,8 @@
 #                             same run, for a column of its figures
 # P3 needs the local cluster with Diskplane as host processes: it is brought
 # up (hack/e2e/up.sh, with an m7i.48xlarge node so that 50 volumes fit) when
-# it does not run, and left running; make demo-down stops it.
+# it does not run, and left running; make demo-down stops it. P5's LUKS2 rows
+# need device-mapper: they come from the node VM (hack/vm, built on first use).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
@@ -31,6 +32,10 @@ INSTANCE_TYPE=${INSTANCE_TYPE:-m7i.48xlarge} hack/e2e/up.sh >"$dir/cluster-up.lo
 DISKPLANE_BENCH_PODS=$pods DISKPLANE_BENCH_DIR=$dir CGO_ENABLED=1 \
   go test -tags e2e -run '^TestProvisionToRunning$' -count=1 -timeout 20m -v ./tests/e2e >"$dir/p3.log" 2>&1 ||
   { tail -30 "$dir/p3.log" >&2; exit 1; }
+
+echo "bench: P5 with LUKS2, in the node VM (Debian's kernel: device-mapper)"
+VM_MEMORY=${VM_MEMORY:-3072} VM_TEST_RUN='^TestStageEncryptedFigures$' VM_TEST_ENV="DISKPLANE_BENCH_DIR=/host/${dir#"$repo"/}" \
+  hack/vm/test.sh ./pkg/driver/node >"$dir/p5-luks.log" 2>&1 || { tail -30 "$dir/p5-luks.log" >&2; exit 1; }
 
 echo "bench: P1, P2, P4, P5, P6"
 go test -tags bench -run '^TestBench$' -count=1 -timeout 40m -v ./tests/bench \

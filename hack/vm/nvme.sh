@@ -109,10 +109,14 @@ cleanup() {
 trap cleanup EXIT
 
 # The controller needs nothing of the emulator to start; it runs before the
-# tests in the VM do.
+# tests in the VM do. It serves all three csi-sanity runs, which create and
+# delete volumes of the same names ("sanity") minutes apart; a name's
+# volume made again within --visibility-timeout of the last request for it
+# is refused as "try again later" (EC2's reads may not show the first one
+# yet), so the bound is the emulator's: its reads are consistent.
 env AWS_ENDPOINT_URL_EC2=http://127.0.0.1:$ec2_port AWS_ENDPOINT_URL_KMS=http://127.0.0.1:$ec2_port AWS_REGION=us-east-1 \
   AWS_ACCESS_KEY_ID=vm AWS_SECRET_ACCESS_KEY=vm \
-  "$out/bin/diskplane" --mode=controller --endpoint=tcp://127.0.0.1:$ctrl_port -v=4 >"$out/logs/controller.log" 2>&1 &
+  "$out/bin/diskplane" --mode=controller --endpoint=tcp://127.0.0.1:$ctrl_port --visibility-timeout=2s -v=4 >"$out/logs/controller.log" 2>&1 &
 pids+=($!)
 vm_log "booting the VM"
 "$vm_here/run.sh" --forward "$agent_port:8703" "$vm_repo" _output/vm/nvme/guest.sh >"$out/logs/vm-console.log" 2>&1 &

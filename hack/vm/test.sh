@@ -8,6 +8,8 @@
 # time; exits non-zero when any package fails.
 #   hack/vm/test.sh [PACKAGE...]   default: the node-side packages below
 #   VM_TEST_RUN=regexp             passed to -test.run
+#   VM_TEST_ENV="NAME=value ..."   exported to the tests in the VM (paths below the
+#                                  repository are seen there under /host)
 set -euo pipefail
 # shellcheck source=hack/vm/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -26,6 +28,7 @@ script=$out/run.sh
 {
   echo '# written by hack/vm/test.sh'
   echo 'export DISKPLANE_REQUIRE_ROOT_TESTS=1 DISKPLANE_REQUIRE_KERNEL_FEATURES=1'
+  [[ -z ${VM_TEST_ENV:-} ]] || echo "export $VM_TEST_ENV"
   echo 'failed=0'
 }>"$script"
 for pkg in "${packages[@]}"; do

@@ -29,3 +29,16 @@ type ProvisionResult struct {
 	// Note says what differed from what was asked.
 	Note string `json:"note,omitempty"`
 }
+
+// EncryptedStage is one row of P5 for LUKS2-encrypted volumes, which need
+// device-mapper: pkg/driver/node's TestStageEncryptedFigures measures it in
+// the node VM (hack/vm) and writes a list of them to p5-luks.json in the
+// run's directory, where this package's report reads it.
+type EncryptedStage struct {
+	// FsType is the filesystem on the LUKS2 mapping.
+	FsType string `json:"fsType"`
+	// Stage is how long NodeStageVolume of a blank 100 GiB volume took;
+	// ByHand the same work done with cryptsetup, mkfs and mount directly.
+	Stage  time.Duration `json:"stage"`
+	ByHand time.Duration `json:"byHand"`
+}
