@@ -141,17 +141,9 @@ func TestBench(t *testing.T) {
 
 // benchCluster reports P3 from the results make bench's cluster step left.
 func benchCluster(t *testing.T, r *report) {
-	data, err := os.ReadFile(filepath.Join(r.dir, "p3.json"))
-	if os.IsNotExist(err) {
-		t.Log("P3 was not run: make bench runs it in the local cluster first (tests/e2e TestProvisionToRunning)")
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	var p ProvisionResult
-	if err := json.Unmarshal(data, &p); err != nil {
-		t.Fatalf("p3.json: %v", err)
+	if !r.readStep(t, "p3.json", &p, "P3 was not run: make bench runs it in the local cluster first (tests/e2e TestProvisionToRunning)") {
+		return
 	}
 	var parts []string
 	for _, k := range sortedKeys(p.FloorParts) {
@@ -165,4 +157,22 @@ func benchCluster(t *testing.T, r *report) {
 	r.add(section, "claim to pod Running p50", percentile(p.ToRunning, 50).Seconds(), p.Floor.Seconds(), "s", note)
 	r.add(section, "claim to pod Running p99", percentile(p.ToRunning, 99).Seconds(), p.Floor.Seconds(), "s", "")
 	r.raw["provisionToRunning"] = p
+}
+
+// readStep reads into v the JSON results file that a step of make bench run
+// before this test (in the cluster, in the node VM) left in the run's
+// directory. When the step did not run it logs why not and returns false.
+func (r *report) readStep(t *testing.T, file string, v any, notRun string) bool {
+	data, err := os.ReadFile(filepath.Join(r.dir, file))
+	if os.IsNotExist(err) {
+		t.Log(notRun)
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return true
 }

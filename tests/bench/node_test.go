@@ -4,7 +4,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -261,17 +260,9 @@ func benchStage(t *testing.T, r *report, n *nodeRig) {
 // benchEncryptedStage reports P5 for LUKS2 from what make bench's VM step
 // left (p5-luks.json).
 func benchEncryptedStage(t *testing.T, r *report) {
-	data, err := os.ReadFile(filepath.Join(r.dir, "p5-luks.json"))
-	if os.IsNotExist(err) {
-		t.Log("P5 with LUKS2 was not run: make bench runs it in the node VM first (pkg/driver/node TestStageEncryptedFigures)")
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rows []EncryptedStage
-	if err := json.Unmarshal(data, &rows); err != nil {
-		t.Fatalf("p5-luks.json: %v", err)
+	if !r.readStep(t, "p5-luks.json", &rows, "P5 with LUKS2 was not run: make bench runs it in the node VM first (pkg/driver/node TestStageEncryptedFigures)") {
+		return
 	}
 	for _, row := range rows {
 		r.add("P5 stage a 100 GiB volume", "NodeStageVolume, LUKS2 + "+row.FsType+" (node VM)", row.Stage.Seconds(), row.ByHand.Seconds(), "s",
