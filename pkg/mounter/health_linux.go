@@ -362,6 +362,9 @@ func (in *inspection) device(num devNum) (int64, error) {
 		in.report.Add(health.Inaccessible, "DeviceNoCapacity", fmt.Sprintf("device %s of volume %s reports no capacity: its "+
 			"storage is gone (a dead NVMe namespace, a volume detached under it) and every read and write fails; delete the pod "+
 			"so that the kubelet unmounts it, and check the volume's attachment", name, in.volumeID))
+		// Nothing is left to identify: an emptied loop device is backed
+		// by nothing, which the identity check would call another volume.
+		return size, nil
 	}
 	if _, err := os.Stat(filepath.Join(sys, "dm")); err == nil {
 		return size, in.mappedDevice(sys, name)

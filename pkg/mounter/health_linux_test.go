@@ -177,6 +177,15 @@ func TestVolumeHealthChecks(t *testing.T) {
 			n.fsBlocks[target] = 1000
 			return []string{target}
 		}, want: []finding{{health.Inaccessible, "DeviceNoCapacity"}}},
+		{name: "loop device emptied under the mount: no capacity, and no identity to check", setup: func(n *fakeNode) []string {
+			// A detached loop device the kernel has not removed yet is
+			// backed by nothing, which verify refuses as another volume.
+			n.disk("loop3", loop, 0, nil)
+			n.wrong["/dev/loop3"] = true
+			target := filepath.Join(n.root, "block-target")
+			n.stats[target] = unix.Stat_t{Mode: unix.S_IFBLK, Rdev: unix.Mkdev(loop.major, loop.minor)}
+			return []string{target}
+		}, want: []finding{{health.Inaccessible, "DeviceNoCapacity"}}},
 		{name: "device number reused by another disk", setup: func(n *fakeNode) []string {
 			n.disk("nvme1n1", nvme, 8*gib, nil)
 			n.wrong["/dev/nvme1n1"] = true

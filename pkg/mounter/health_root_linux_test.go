@@ -168,8 +168,10 @@ func TestVolumeHealthDeviceRemovedUnderBlockVolume(t *testing.T) {
 	}
 	removeLoop(t, dev)
 	got := r.reasons(id, node)
-	if len(got) != 1 || (got[0] != "DeviceGone" && got[0] != "DeviceReplaced") {
-		t.Errorf("after the removal: %v, want DeviceGone (or DeviceReplaced, if the number was taken again)", got)
+	// The kernel may keep the emptied loop device a moment (its removal is
+	// refused while anything holds it open): it then reports no capacity.
+	if len(got) != 1 || (got[0] != "DeviceGone" && got[0] != "DeviceReplaced" && got[0] != "DeviceNoCapacity") {
+		t.Errorf("after the removal: %v, want DeviceGone (DeviceReplaced if the number was taken again, DeviceNoCapacity if the emptied device is still there)", got)
 	}
 }
 
