@@ -27,8 +27,9 @@ func modifySendKey(volumeID string) string { return "modify/" + volumeID }
 // until EC2 says "optimizing" (the volume already has its new settings) or
 // "completed". A size is a minimum (volumes only grow). Asking for what the
 // volume already is, or is already becoming, sends nothing: EC2 would count
-// it against the volume's few modifications a day. A modification in progress towards other settings is
-// ErrConflict, since EC2 takes one at a time. ModifyVolume has no
+// it against the volume's few modifications a day. A modification in
+// progress towards other settings is ErrConflict, since EC2 takes one at a
+// time. ModifyVolume has no
 // ClientToken, so it is never repeated blindly: after a failure that may
 // have been applied, and while this process's last request for the volume
 // may not show in EC2's reads yet, the volume's latest modification is read
