@@ -128,3 +128,27 @@ func TestWaitsLookWhenTheChangeIsDue(t *testing.T) {
 		t.Fatalf("DescribeVolumes calls: %d for the first lifecycle, %d for the second; want at least 6 fewer", first, second)
 	}
 }
+
+// TestWaitTransitionWithoutSendTime: a change found under way (no send time
+// of this process) is looked at at once, even when its kind has an
+// estimate, and what the wait sees teaches nothing, since how long the
+// change took is unknown.
+func TestWaitTransitionWithoutSendTime(t *testing.T) {
+	c := &ec2Cloud{cfg: Config{PollInterval: 10 * time.Millisecond, PollMaxInterval: 20 * time.Millisecond, PollGrid: time.Millisecond}, latencies: newLatencies()}
+	c.latencies.observe(transitionDetach, 2*time.Second, 2*time.Second, time.Millisecond)
+	started := time.Now()
+	looks := 0
+	err := c.waitTransition(context.Background(), transitionDetach, time.Time{}, func(context.Context) (bool, string, error) {
+		looks++
+		return looks == 2, "detaching", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(started); took >= time.Second {
+		t.Fatalf("the wait took %v: it waited for the estimate (2s) instead of looking at once", took)
+	}
+	if n := len(c.latencies.samples[transitionDetach]); n != 1 {
+		t.Fatalf("%d samples after a wait without a send time, want the 1 from before", n)
+	}
+}
