@@ -131,6 +131,9 @@ func TestRemoveUnknownImagesAfterReconcile(t *testing.T) {
 	if err := unix.Unmount(mountD, 0); err != nil {
 		t.Fatal(err)
 	}
+	// The kernel clears an autoclear device after its last close in a work
+	// item, so the device may outlive the unmount for a moment.
+	waitUnbound(t, devD, s.volumePath(volD), "the unmount")
 	if removed, err := s.RemoveUnknownImages(dataDir, known); err != nil || !slices.Equal(removed, []string{volD}) {
 		t.Fatalf("RemoveUnknownImages after the unmount = %v, %v; want [%s]", removed, err, volD)
 	}
