@@ -23,29 +23,35 @@ func attachSendKey(volumeID string) string { return "attach/" + volumeID }
 
 // AttachVolume attaches a volume to an instance and waits until it is
 // attached; it returns the device name. An attachment already under way to
-// that instance is awaited rather than issued again.
+// that instance is awaited rather than issued again. It decides from
+// opts.Read when the caller read the volume for this request, and reads it
+// otherwise.
 func (c *ec2Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string, opts AttachOptions) (string, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
-	raw, err := c.describeVolume(ctx, volumeID)
-	if err != nil {
-		return "", err
+	vol := opts.Read
+	if vol == nil || vol.ID != volumeID {
+		raw, err := c.describeVolume(ctx, volumeID)
+		if err != nil {
+			return "", err
+		}
+		vol = toVolume(raw)
 	}
-	if aws.ToBool(raw.MultiAttachEnabled) && !opts.Shared {
+	if vol.MultiAttach && !opts.Shared {
 		// EC2 would attach it beside another attachment; an attachment this
 		// process made a moment ago may not show in the read above.
 		if err := c.awaitAttachmentsSettled(ctx, volumeID, instanceID); err != nil {
 			return "", err
 		}
 	}
-	if a, ok := rawAttachmentTo(raw, instanceID); ok {
-		switch string(a.State) {
+	if a, ok := vol.attachmentTo(instanceID); ok {
+		switch a.State {
 		case attachmentAttached:
-			return aws.ToString(a.Device), nil
+			return a.DevicePath, nil
 		case attachmentAttaching:
 			// Begun by an earlier attempt: its stuck window runs from now.
 			klog.V(4).InfoS("Attachment already under way; waiting for it", "volumeID", volumeID, "instanceID", instanceID)
-			return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), time.Time{}, time.Now(), opts.Shared)
+			return c.waitAttached(ctx, volumeID, instanceID, a.DevicePath, time.Time{}, time.Now(), opts.Shared)
 		case attachmentDetaching:
 			// An earlier detach is still running; attach again once it is done.
 			if err := c.waitDetached(ctx, volumeID, instanceID, time.Time{}); err != nil {
@@ -53,7 +59,7 @@ func (c *ec2Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string
 			}
 		}
 	}
-	if err := attachedElsewhere(toVolume(raw), instanceID, opts.Shared); err != nil {
+	if err := attachedElsewhere(vol, instanceID, opts.Shared); err != nil {
 		return "", err
 	}
 	inst, err := c.describeInstance(ctx, instanceID)
@@ -249,6 +255,16 @@ func rawAttachmentTo(v types.Volume, instanceID string) (types.VolumeAttachment,
 		}
 	}
 	return types.VolumeAttachment{}, false
+}
+
+// attachmentTo returns the volume's attachment to an instance.
+func (v *Volume) attachmentTo(instanceID string) (Attachment, bool) {
+	for _, a := range v.Attachments {
+		if a.InstanceID == instanceID {
+			return a, true
+		}
+	}
+	return Attachment{}, false
 }
 
 // awaitAttachmentsSettled reads a multi-attach volume's attachments until

@@ -106,6 +106,45 @@ func TestAttachVolume(t *testing.T) {
 	}
 }
 
+// TestAttachDecidesFromTheCallersRead checks that AttachVolume takes the
+// caller's read of the volume instead of reading it again, and that a read
+// of another volume is not taken for this one.
+func TestAttachDecidesFromTheCallersRead(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// read returns the record the caller passes, given the volume made
+		// for the case and another one.
+		read func(vol, other *Volume) *Volume
+		// wantDescribes is the DescribeVolumes calls of the attach: the
+		// read, when it makes one, and the look that finds it attached (the
+		// emulator's changes are instant here).
+		wantDescribes int
+	}{
+		{name: "the caller's read", read: func(vol, _ *Volume) *Volume { return vol }, wantDescribes: 1},
+		{name: "no read", read: func(_, _ *Volume) *Volume { return nil }, wantDescribes: 2},
+		{name: "another volume's read", read: func(_, other *Volume) *Volume { return other }, wantDescribes: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, env := start(t, twoInstances())
+			zoneA := &CreateVolumeOptions{SizeGiB: 1, Zone: "us-east-1a"}
+			vol, other := mustCreate(t, c, "pvc-read", zoneA), mustCreate(t, c, "pvc-other", zoneA)
+			before := env.Calls("DescribeVolumes")
+			if _, err := c.AttachVolume(testContext(t), vol.ID, instanceA, AttachOptions{Read: tc.read(vol, other)}); err != nil {
+				t.Fatal(err)
+			}
+			if n := env.Calls("DescribeVolumes") - before; n != tc.wantDescribes {
+				t.Errorf("%d DescribeVolumes calls, want %d", n, tc.wantDescribes)
+			}
+			if n := env.Calls("AttachVolume"); n != 1 {
+				t.Errorf("%d AttachVolume calls, want 1", n)
+			}
+		})
+	}
+}
+
 func TestAttachAwaitsAttachmentInProgress(t *testing.T) {
 	t.Parallel()
 	c, env := start(t, emulatortest.Options{Latencies: model.Latencies{Attach: 300 * time.Millisecond}})

@@ -148,7 +148,7 @@ func TestClosedCloudIsUnavailable(t *testing.T) {
 }
 
 // TestEveryBatchedLookupIsBatched covers the lookups besides GetVolume that
-// go through a batcher: by volume name, by snapshot ID and name, and of
+// go through a batcher: by volume name (CreateVolume's), by snapshot ID and name, and of
 // volume modifications. Each runs 30 lookups at once, once batched and once
 // with batching disabled, which shows what the bound is measured against.
 func TestEveryBatchedLookupIsBatched(t *testing.T) {
@@ -184,8 +184,9 @@ func TestEveryBatchedLookupIsBatched(t *testing.T) {
 		action string
 		lookup func(c Cloud, i int) error
 	}{
-		{"GetVolumeByName", "DescribeVolumes", func(c Cloud, i int) error {
-			v, err := c.GetVolumeByName(testContext(t), fmt.Sprintf("pvc-%d", i))
+		// Creating what exists looks the name up and returns the volume.
+		{"CreateVolume of an existing name", "DescribeVolumes", func(c Cloud, i int) error {
+			v, err := c.CreateVolume(testContext(t), fmt.Sprintf("pvc-%d", i), &CreateVolumeOptions{SizeGiB: sizeOf(i)})
 			if err == nil && v.ID != volumeIDs[i] {
 				err = fmt.Errorf("got %s, want %s", v.ID, volumeIDs[i])
 			}

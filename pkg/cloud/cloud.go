@@ -46,8 +46,6 @@ type Cloud interface {
 	DeleteVolume(ctx context.Context, volumeID string) error
 	// GetVolume returns one volume by ID (batched with concurrent lookups).
 	GetVolume(ctx context.Context, volumeID string) (*Volume, error)
-	// GetVolumeByName returns the volume tagged with the CSI volume name.
-	GetVolumeByName(ctx context.Context, name string) (*Volume, error)
 	// ListVolumes returns one page of volumes.
 	ListVolumes(ctx context.Context, opts ListOptions) (*VolumePage, error)
 	// VolumeStatuses returns EC2's status checks, events and initialization
@@ -135,6 +133,14 @@ type CreateVolumeOptions struct {
 	MultiAttach bool
 	// Tags are set on the volume at creation, besides the name tag.
 	Tags map[string]string
+	// Mismatch, when set, says how a live volume already carrying the name
+	// fails the caller's request, or "" when it serves it; it replaces the
+	// cloud layer's own comparison with these options (size, type, zone,
+	// IOPS, throughput, encryption, source and multi-attach must be equal).
+	// The CSI layer judges by the request's capacity range and topology,
+	// which these options do not carry, so the name is looked up once per
+	// request, here.
+	Mismatch func(*Volume) string
 }
 
 // AttachOptions says how a volume may be attached.
@@ -143,6 +149,11 @@ type AttachOptions struct {
 	// is attached to others: multi-node access. Without it a volume is
 	// served to one instance at a time, multi-attach or not.
 	Shared bool
+	// Read is the volume as the caller read it (GetVolume) while serving
+	// this request. AttachVolume decides from it instead of reading the
+	// volume again, which saves a DescribeVolumes per attach; nil (or
+	// another volume's record) makes AttachVolume read the volume itself.
+	Read *Volume
 }
 
 // VolumeModification is a change to a volume; zero fields stay as they are.

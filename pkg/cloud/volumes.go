@@ -135,9 +135,13 @@ func (c *ec2Cloud) pickZone(ctx context.Context, name string) (string, error) {
 }
 
 // mismatch says how an existing volume differs from the request, or "" when
-// it is what was asked for. Tags are not compared: they describe the volume,
-// they do not make it another one.
+// it is what was asked for: by the caller's judgement when it gave one
+// (CreateVolumeOptions.Mismatch), by the options otherwise. Tags are not
+// compared: they describe the volume, they do not make it another one.
 func (r *volumeRequest) mismatch(v *Volume) string {
+	if r.opts.Mismatch != nil {
+		return r.opts.Mismatch(v)
+	}
 	var diffs []string
 	differ := func(what string, have, want any) {
 		diffs = append(diffs, fmt.Sprintf("%s is %v, not %v", what, have, want))
@@ -177,8 +181,9 @@ func (r *volumeRequest) mismatch(v *Volume) string {
 }
 
 // existingVolume returns the live volume that already carries the request's
-// name, waiting until it is available, or nil when there is none. A volume
-// that differs from the request is ErrAlreadyExists.
+// name, waiting until it is available (a volume the lookup found ready is
+// returned as found), or nil when there is none. A volume that differs from
+// the request is ErrAlreadyExists.
 func (c *ec2Cloud) existingVolume(ctx context.Context, req *volumeRequest) (*Volume, error) {
 	vols, err := c.volumesNamed(ctx, req.name)
 	if errors.Is(err, ErrNotFound) {
@@ -195,6 +200,9 @@ func (c *ec2Cloud) existingVolume(ctx context.Context, req *volumeRequest) (*Vol
 			continue
 		}
 		klog.V(4).InfoS("Volume with this name exists", "name", req.name, "volumeID", v.ID, "state", v.State)
+		if v.State == volumeAvailable || v.State == volumeInUse {
+			return v, nil
+		}
 		vol, err := c.waitVolumeAvailable(ctx, v.ID, time.Time{}, time.Now())
 		if errors.Is(err, errVolumeLost) {
 			continue
@@ -406,24 +414,6 @@ func (c *ec2Cloud) GetVolume(ctx context.Context, volumeID string) (*Volume, err
 		return nil, err
 	}
 	return toVolume(v), nil
-}
-
-// GetVolumeByName returns the live volume tagged with the CSI volume name;
-// should there be several (made outside Diskplane), the oldest.
-func (c *ec2Cloud) GetVolumeByName(ctx context.Context, name string) (*Volume, error) {
-	ctx, cancel := c.bound(ctx)
-	defer cancel()
-	vols, err := c.volumesNamed(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	if len(vols) == 0 {
-		return nil, fmt.Errorf("no live volume is named %q: %w", name, ErrNotFound)
-	}
-	if len(vols) > 1 {
-		klog.InfoS("Several volumes carry the same name; using the oldest", "name", name, "count", len(vols), "volumeID", vols[0].ID)
-	}
-	return vols[0], nil
 }
 
 // volumesNamed returns the volumes tagged with name that are not lost,

@@ -61,7 +61,7 @@ func (s *Service) ControllerPublishVolume(ctx context.Context, req *csi.Controll
 		}
 		defer release()
 	}
-	device, err := s.cloud.AttachVolume(ctx, volumeID, nodeID, cloud.AttachOptions{Shared: caps.multiNode})
+	device, err := s.cloud.AttachVolume(ctx, volumeID, nodeID, cloud.AttachOptions{Shared: caps.multiNode, Read: vol})
 	if err != nil {
 		var elsewhere *cloud.AttachedElsewhereError
 		if errors.As(err, &elsewhere) {

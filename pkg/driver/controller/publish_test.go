@@ -64,9 +64,14 @@ func TestControllerPublishVolume(t *testing.T) {
 	if device == "" {
 		t.Fatalf("publish context %v has no %s", first.GetPublishContext(), volumecontext.DevicePathKey)
 	}
+	describes := h.env.Calls("DescribeVolumes")
 	again, err := h.publish(vol.VolumeId, nodes[0], rwo)
 	if err != nil || again.GetPublishContext()[volumecontext.DevicePathKey] != device {
 		t.Fatalf("second publish = %v, %v; want the same device %s", again, err, device)
+	}
+	// The cloud layer decides from the controller's read of the volume.
+	if n := h.env.Calls("DescribeVolumes") - describes; n != 1 {
+		t.Errorf("publishing an attached volume again made %d DescribeVolumes calls, want 1", n)
 	}
 	if got := h.attachedTo(t, vol.VolumeId); !slices.Equal(got, nodes[:1]) {
 		t.Fatalf("attached to %v, want %v", got, nodes[:1])

@@ -14,13 +14,11 @@ import (
 	"github.com/diskplane/diskplane/pkg/inflight"
 )
 
-// Volume states in which a volume found by name is the one to return.
+// Volume states of volumes on their way out, which ListVolumes leaves out:
+// for Kubernetes they are already gone.
 const (
-	stateCreating  = "creating"
-	stateAvailable = "available"
-	stateInUse     = "in-use"
-	stateDeleting  = "deleting"
-	stateDeleted   = "deleted"
+	stateDeleting = "deleting"
+	stateDeleted  = "deleted"
 )
 
 // CreateVolume provisions a volume for the request's name, or returns the
@@ -75,18 +73,16 @@ func (s *Service) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest
 		return nil, err
 	}
 	opts.Zone, opts.ZoneID = where.zone, where.zoneID
-
-	vol, err := s.existingVolume(ctx, name, req.GetCapacityRange(), where, opts)
+	// A volume an earlier attempt made serves this one when it fits the
+	// request as CSI defines it; the cloud layer returns it (or waits for
+	// it) and makes none while one of the name does not fit.
+	opts.Mismatch = func(v *cloud.Volume) string { return incompatibility(v, req.GetCapacityRange(), where, opts) }
+	vol, err := s.cloud.CreateVolume(ctx, name, opts)
 	if err != nil {
-		return nil, err
+		return nil, failed(err, "create volume %q", name)
 	}
-	if vol == nil {
-		if vol, err = s.cloud.CreateVolume(ctx, name, opts); err != nil {
-			return nil, failed(err, "create volume %q", name)
-		}
-		klog.V(2).InfoS("Created volume", "name", name, "volumeID", vol.ID, "zone", vol.Zone,
-			"sizeGiB", vol.SizeGiB, "type", vol.Type)
-	}
+	klog.V(2).InfoS("Volume ready", "name", name, "volumeID", vol.ID, "zone", vol.Zone,
+		"sizeGiB", vol.SizeGiB, "type", vol.Type)
 	keyContext, err := s.volumeKeyContext(ctx, vol, params.NodeEncryptionKey, sourceKey)
 	if err != nil {
 		return nil, err
@@ -147,36 +143,6 @@ func (s *Service) resolveSource(ctx context.Context, src *csi.VolumeContentSourc
 	default:
 		return 0, invalidArgument("volume content source names neither a snapshot nor a volume")
 	}
-}
-
-// existingVolume returns the volume an earlier attempt created for name when
-// it is ready and matches the request, nil when a new one must be created
-// (or an earlier attempt's matching volume is still being created, which
-// the cloud's idempotent CreateVolume then waits for), and AlreadyExists
-// when a volume of that name exists, or is being created, with other
-// properties: asking the cloud again with other parameters would make a
-// second volume.
-func (s *Service) existingVolume(ctx context.Context, name string, r *csi.CapacityRange, where placement, opts *cloud.CreateVolumeOptions) (*cloud.Volume, error) {
-	vol, err := s.cloud.GetVolumeByName(ctx, name)
-	if errors.Is(err, cloud.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, failed(err, "look up volume %q", name)
-	}
-	if vol.State != stateAvailable && vol.State != stateInUse && vol.State != stateCreating {
-		// A failed or deleted volume of this name: the cloud decides whether
-		// its ClientToken can be reused.
-		return nil, nil
-	}
-	if why := incompatibility(vol, r, where, opts); why != "" {
-		return nil, status.Errorf(codes.AlreadyExists, "volume %q already exists as %s, but %s", name, vol.ID, why)
-	}
-	if vol.State == stateCreating {
-		return nil, nil
-	}
-	klog.V(4).InfoS("Found the volume an earlier request created", "name", name, "volumeID", vol.ID)
-	return vol, nil
 }
 
 // incompatibility says how an existing volume differs from what a request

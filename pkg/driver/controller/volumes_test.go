@@ -264,10 +264,21 @@ func TestCreateVolumeRejectsBadInput(t *testing.T) {
 
 func TestCreateVolumeIsIdempotent(t *testing.T) {
 	h := newHarness(t, emulatortest.Options{}, Options{})
+	describes := h.env.Calls("DescribeVolumes")
 	first := h.createVolume(t, createReq("pvc-same", 10, "us-east-1b"))
+	// One lookup of the name, and the look that finds the new volume
+	// available (the emulator's changes are instant here).
+	if n := h.env.Calls("DescribeVolumes") - describes; n != 2 {
+		t.Errorf("creating a volume made %d DescribeVolumes calls, want 2", n)
+	}
+	describes = h.env.Calls("DescribeVolumes")
 	again := h.createVolume(t, createReq("pvc-same", 10, "us-east-1b"))
 	if again.GetVolumeId() != first.GetVolumeId() || again.GetCapacityBytes() != first.GetCapacityBytes() {
 		t.Fatalf("retry gave %v, first %v", again, first)
+	}
+	// The lookup finds it available: nothing more to ask.
+	if n := h.env.Calls("DescribeVolumes") - describes; n != 1 {
+		t.Errorf("creating an existing volume again made %d DescribeVolumes calls, want 1", n)
 	}
 	if creates := h.env.Calls("CreateVolume"); creates != 1 {
 		t.Fatalf("%d EC2 CreateVolume calls, want 1: the retry must find the volume by name", creates)
