@@ -2,7 +2,6 @@ package cloud
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -53,31 +52,6 @@ func (l *latencies) expected(kind transition) (time.Duration, bool) {
 	return sorted[len(sorted)/2], true
 }
 
-// otherKinds returns the shortest estimate among the kinds other than kind,
-// or false when none has one. EC2's state changes take seconds alike, so a
-// wait of a kind not seen yet looks first when another kind's changes are
-// done: one look where polling from the start takes several.
-func (l *latencies) otherKinds(kind transition) (time.Duration, bool) {
-	var shortest time.Duration
-	found := false
-	for _, k := range l.kinds() {
-		if k == kind {
-			continue
-		}
-		if d, ok := l.expected(k); ok && (!found || d < shortest) {
-			shortest, found = d, true
-		}
-	}
-	return shortest, found
-}
-
-// kinds returns the kinds that have samples.
-func (l *latencies) kinds() []transition {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Collect(maps.Keys(l.samples))
-}
-
 // observe records a wait that saw the change done at doneAt after the
 // request, having seen it not done at notDoneAt (zero when the first look
 // found it done). The change happened in between; the midpoint is the
@@ -101,12 +75,10 @@ func (l *latencies) observe(kind transition, notDoneAt, doneAt, probe time.Durat
 
 // waitTransition waits until check reports done, for a state change of
 // kind that a request this process sent at sent set off. Its first look is
-// when changes of that kind recently took; when that look finds the change
-// not done, the next is a PollGrid later, the ones after PollInterval apart
-// and then half as long again each time, up to PollMaxInterval. Before any
-// change of the kind was seen, the first look is when another kind's are
-// done (after PollInterval when none was seen either), and a miss goes on
-// with the poll pauses. Every look is aligned to
+// when changes of that kind recently took (or after PollInterval when none
+// was seen yet); when that look finds the change not done, the next is a
+// PollGrid later, the ones after PollInterval apart and then half as long
+// again each time, up to PollMaxInterval. Every look is aligned to
 // PollGrid, so concurrent waits look together and share a batched call.
 // What it sees teaches the estimate. A zero sent means the change was found
 // under way, begun by a request this process did not time: the wait looks
@@ -123,8 +95,6 @@ func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent tim
 		first := c.cfg.PollInterval
 		if d, ok := c.latencies.expected(kind); ok {
 			first, due = d, true
-		} else if d, ok := c.latencies.otherKinds(kind); ok {
-			first = d
 		}
 		next = alignUp(sent.Add(first), c.cfg.PollGrid)
 	}

@@ -122,48 +122,10 @@ func TestWaitsLookWhenTheChangeIsDue(t *testing.T) {
 	}
 	second := lifecycle("second")
 	t.Logf("DescribeVolumes calls: %d, then %d", first, second)
-	// The first lifecycle's create wait looks every 50 ms from the start
-	// (about 8 looks), its attach and detach first when create's estimate
-	// says; the second's waits look about once each.
-	if second > first-5 {
-		t.Fatalf("DescribeVolumes calls: %d for the first lifecycle, %d for the second; want at least 5 fewer", first, second)
-	}
-}
-
-// TestWaitTransitionBorrowsAnotherKindsEstimate: a wait of a kind never
-// seen before looks first when the shortest other kind's changes are done,
-// not at once, and a miss there goes on with poll steps, not grid steps:
-// the estimate was not this kind's.
-func TestWaitTransitionBorrowsAnotherKindsEstimate(t *testing.T) {
-	c := &ec2Cloud{cfg: Config{PollInterval: 200 * time.Millisecond, PollMaxInterval: 400 * time.Millisecond, PollGrid: time.Millisecond}, latencies: newLatencies()}
-	if _, ok := c.latencies.otherKinds(transitionAttach); ok {
-		t.Fatal("an estimate borrowed before any wait")
-	}
-	c.latencies.observe(transitionCreate, 290*time.Millisecond, 310*time.Millisecond, time.Millisecond)
-	c.latencies.observe(transitionDetach, 590*time.Millisecond, 610*time.Millisecond, time.Millisecond)
-	if d, ok := c.latencies.otherKinds(transitionAttach); !ok || d != 300*time.Millisecond {
-		t.Fatalf("borrowed estimate %v (%v), want the shortest other kind's, 300ms", d, ok)
-	}
-	if d, ok := c.latencies.otherKinds(transitionCreate); !ok || d != 600*time.Millisecond {
-		t.Fatalf("borrowed estimate for create %v (%v), want detach's 600ms: a kind never borrows its own", d, ok)
-	}
-	sent := time.Now()
-	var looks []time.Duration
-	err := c.waitTransition(context.Background(), transitionAttach, sent, func(context.Context) (bool, string, error) {
-		looks = append(looks, time.Since(sent))
-		return len(looks) == 2, "attaching", nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if looks[0] < 300*time.Millisecond || looks[0] >= 500*time.Millisecond {
-		t.Fatalf("first look after %v, want at the borrowed 300ms", looks[0])
-	}
-	if gap := looks[1] - looks[0]; gap < 200*time.Millisecond {
-		t.Fatalf("second look %v after the first, want a poll step (200ms)", gap)
-	}
-	if _, ok := c.latencies.expected(transitionAttach); !ok {
-		t.Fatal("the wait taught its own kind nothing")
+	// The first lifecycle's waits look every 50 ms from the start (about 8
+	// looks each); the second's look about once each.
+	if second > first-6 {
+		t.Fatalf("DescribeVolumes calls: %d for the first lifecycle, %d for the second; want at least 6 fewer", first, second)
 	}
 }
 
