@@ -3,8 +3,9 @@
 # and prints one table (figure, floor, ratio); raw data in
 # _output/bench/<time>/. As root (loop devices, mounts, the local cluster).
 #   BENCH_PROFILE=full|ci     full (default): P1/P2 at 100 lifecycles ten at a time and 500 a hundred at a
-#                             time, and 100 with throttling and 5 % 5xx; P3 with 50 claims; P4 with 50 volumes;
-#                             P6 over 5,000 volumes. ci: a reduced run that prints the same rows.
+#                             time, 500 with throttling, and 100 with throttling and 5 % 5xx; P3 with 50 claims;
+#                             P4 with 50 volumes; P6 over 5,000 volumes. ci: a reduced run (30 lifecycles ten at
+#                             a time, plain and with faults; 10 claims) that prints the same kinds of rows.
 #   UPSTREAM_EBS_CSI_DRIVER   a binary of the upstream AWS EBS CSI driver (built by you from
 #                             kubernetes-sigs/aws-ebs-csi-driver) to run the lifecycles through too, in the
 #                             same run, for a column of its figures
