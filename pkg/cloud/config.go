@@ -55,6 +55,13 @@ type Config struct {
 	// clock (default 100ms), so that concurrent waits look at the same
 	// moments and share their Describe calls.
 	PollGrid time.Duration
+	// ThrottledPollGrid replaces PollGrid while EC2 throttles this
+	// process's requests, until 30s after the last throttled one (default
+	// 500ms). Requests the SDK holds back then leave one by one, so the
+	// waits after them fall due apart and share few looks on the fine grid;
+	// the coarse one gathers them into fewer Describe calls for at most
+	// this much more latency per wait.
+	ThrottledPollGrid time.Duration
 	// PollMaxInterval caps that pause (default 5s), so a slow change is
 	// still noticed within seconds of happening.
 	PollMaxInterval time.Duration
@@ -101,6 +108,7 @@ func (c Config) withDefaults() Config {
 	def(&c.BatchIdleDelay, 5*time.Millisecond)
 	def(&c.PollInterval, 250*time.Millisecond)
 	def(&c.PollGrid, 100*time.Millisecond)
+	def(&c.ThrottledPollGrid, 500*time.Millisecond)
 	def(&c.PollMaxInterval, 5*time.Second)
 	def(&c.AttachStuckTimeout, 90*time.Second)
 	def(&c.VisibilityTimeout, DefaultVisibilityTimeout)
@@ -123,6 +131,8 @@ type ec2Cloud struct {
 	lookups *lookups
 	// latencies learns how long EC2's state changes take (waitTransition).
 	latencies *latencies
+	// throttles knows whether EC2 throttles this process now (pollGrid).
+	throttles *throttleClock
 	sends     *sendLog
 	tokens    *tokenHints
 	zones     cached[[]Zone]
@@ -186,6 +196,8 @@ func NewFromAWSConfig(awsCfg aws.Config, cfg Config) (Cloud, error) {
 	if err != nil {
 		return nil, fmt.Errorf("register the EC2 API metrics: %w", err)
 	}
+	throttles := &throttleClock{}
+	recorder.OnThrottle = func(op string) { throttles.throttled(op, cfg.ThrottledPollGrid) }
 	retry := newRetryers(cfg.MaxRetryBackoff)
 	client := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) {
 		o.Retryer = retry.reads
@@ -204,6 +216,7 @@ func NewFromAWSConfig(awsCfg aws.Config, cfg Config) (Cloud, error) {
 		retry:     retry,
 		devices:   devicenames.NewAllocator(cfg.DeviceNameRejectionTTL),
 		latencies: newLatencies(),
+		throttles: throttles,
 		sends:     newSendLog(cfg.VisibilityTimeout),
 		tokens:    newTokenHints(),
 		zones:     cached[[]Zone]{ttl: cfg.ZoneCacheTTL},

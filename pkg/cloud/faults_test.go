@@ -61,6 +61,9 @@ func TestThrottlingOnlyDelays(t *testing.T) {
 	if throttled == 0 {
 		t.Error("nothing was throttled; the buckets are too large for the test to mean anything")
 	}
+	if got := c.pollGrid(); got != c.cfg.ThrottledPollGrid {
+		t.Errorf("poll grid %v after EC2 throttled, want the throttled one (%v)", got, c.cfg.ThrottledPollGrid)
+	}
 }
 
 func TestInjectedServerErrorsAreRetried(t *testing.T) {
@@ -79,6 +82,9 @@ func TestInjectedServerErrorsAreRetried(t *testing.T) {
 	}
 	if injected == 0 {
 		t.Error("no error was injected")
+	}
+	if got := c.pollGrid(); got != c.cfg.PollGrid {
+		t.Errorf("poll grid %v after server errors only, want the usual one (%v): a 5xx is not throttling", got, c.cfg.PollGrid)
 	}
 }
 

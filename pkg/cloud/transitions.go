@@ -77,16 +77,19 @@ func (l *latencies) observe(kind transition, notDoneAt, doneAt, probe time.Durat
 // kind that a request this process sent at sent set off. Its first look is
 // when changes of that kind recently took (or after PollInterval when none
 // was seen yet); when that look finds the change not done, the next is a
-// PollGrid later, the ones after PollInterval apart and then half as long
-// again each time, up to PollMaxInterval. Every look is aligned to
-// PollGrid, so concurrent waits look together and share a batched call.
-// What it sees teaches the estimate. A zero sent means the change was found
-// under way, begun by a request this process did not time: the wait looks
-// at once, as poll does, and learns nothing, since it cannot tell how long
-// the change took.
+// grid step later, the ones after PollInterval apart and then half as long
+// again each time, up to PollMaxInterval. Every look is aligned to the poll
+// grid (PollGrid, coarser while EC2 throttles: see pollGrid), so concurrent
+// waits look together and share a batched call. What it sees teaches the
+// estimate. A zero sent means the change was found under way, begun by a
+// request this process did not time: the wait looks at once, as poll does,
+// and learns nothing, since it cannot tell how long the change took.
 func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent time.Time, check pollCheck) error {
 	learn := !sent.IsZero()
 	next := time.Now()
+	// grid is the one the next look is aligned to; a look found done at the
+	// first try teaches the estimate half of it less (see observe).
+	grid := c.pollGrid()
 	// due: the first look is when the change is expected; when it is not
 	// done then, it is imminent, and the second look follows a grid step
 	// later instead of a poll step.
@@ -96,7 +99,7 @@ func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent tim
 		if d, ok := c.latencies.expected(kind); ok {
 			first, due = d, true
 		}
-		next = alignUp(sent.Add(first), c.cfg.PollGrid)
+		next = alignUp(sent.Add(first), grid)
 	}
 	pause := c.cfg.PollInterval
 	var notDoneAt time.Duration
@@ -118,14 +121,15 @@ func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent tim
 		}
 		if done {
 			if learn {
-				c.latencies.observe(kind, notDoneAt, at, c.cfg.PollGrid)
+				c.latencies.observe(kind, notDoneAt, at, grid)
 			}
 			return nil
 		}
+		grid = c.pollGrid()
 		if due && notDoneAt == 0 {
-			next = alignUp(time.Now().Add(c.cfg.PollGrid), c.cfg.PollGrid)
+			next = alignUp(time.Now().Add(grid), grid)
 		} else {
-			next = alignUp(time.Now().Add(pause), c.cfg.PollGrid)
+			next = alignUp(time.Now().Add(pause), grid)
 			pause = min(pause+pause/2, c.cfg.PollMaxInterval)
 		}
 		notDoneAt = at

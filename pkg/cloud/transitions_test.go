@@ -60,7 +60,7 @@ func TestAlignUp(t *testing.T) {
 // looks first when it is due, not at once, then a grid step later when the
 // change is not done yet, and learns from what it sees.
 func TestWaitTransitionLooksWhenDue(t *testing.T) {
-	c := &ec2Cloud{cfg: Config{PollInterval: 200 * time.Millisecond, PollMaxInterval: 400 * time.Millisecond, PollGrid: time.Millisecond}, latencies: newLatencies()}
+	c := &ec2Cloud{cfg: Config{PollInterval: 200 * time.Millisecond, PollMaxInterval: 400 * time.Millisecond, PollGrid: time.Millisecond}, latencies: newLatencies(), throttles: &throttleClock{}}
 	c.latencies.observe(transitionDetach, 290*time.Millisecond, 310*time.Millisecond, time.Millisecond)
 	sent := time.Now()
 	var looks []time.Duration
@@ -85,6 +85,65 @@ func TestWaitTransitionLooksWhenDue(t *testing.T) {
 	err = c.waitTransition(ctx, transitionAttach, time.Now(), func(context.Context) (bool, string, error) { return false, "attaching", nil })
 	if !errors.Is(err, ErrInProgress) {
 		t.Fatalf("a wait cut short = %v, want ErrInProgress", err)
+	}
+}
+
+// TestWaitTransitionWhileThrottled: while EC2 throttles, a wait's looks
+// are aligned to the coarser grid, the second a whole coarse step after the
+// first, so that waits falling due apart share their looks.
+func TestWaitTransitionWhileThrottled(t *testing.T) {
+	const coarse = 300 * time.Millisecond
+	c := &ec2Cloud{cfg: Config{PollInterval: 10 * time.Millisecond, PollMaxInterval: 20 * time.Millisecond,
+		PollGrid: time.Millisecond, ThrottledPollGrid: coarse}, latencies: newLatencies(), throttles: &throttleClock{}}
+	c.latencies.observe(transitionAttach, 40*time.Millisecond, 60*time.Millisecond, time.Millisecond)
+	c.throttles.throttled("CreateVolume", coarse)
+	sent := time.Now()
+	var looks []time.Time
+	err := c.waitTransition(context.Background(), transitionAttach, sent, func(context.Context) (bool, string, error) {
+		looks = append(looks, time.Now())
+		return len(looks) == 2, "attaching", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if due := alignUp(sent.Add(50*time.Millisecond), coarse); looks[0].Before(due) {
+		t.Errorf("first look at %v, before the coarse grid's tick %v after the change was due", looks[0], due)
+	}
+	if gap := looks[1].Sub(looks[0]); gap < coarse {
+		t.Errorf("second look %v after the first, want a coarse step (%v), not the fine one (1ms)", gap, coarse)
+	}
+}
+
+func TestThrottleClock(t *testing.T) {
+	now := time.Now()
+	tests := []struct {
+		name string
+		last time.Time // zero: never throttled
+		want bool
+	}{
+		{"never throttled", time.Time{}, false},
+		{"throttled a moment ago", now.Add(-time.Second), true},
+		{"throttled just within the hold", now.Add(-throttledHold + time.Second), true},
+		{"throttled longer ago than the hold", now.Add(-throttledHold - time.Second), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var tcl throttleClock
+			if !tc.last.IsZero() {
+				tcl.last.Store(tc.last.UnixNano())
+			}
+			if got := tcl.recent(now); got != tc.want {
+				t.Errorf("recent = %v, want %v", got, tc.want)
+			}
+			c := &ec2Cloud{cfg: Config{PollGrid: time.Millisecond, ThrottledPollGrid: time.Second}, throttles: &tcl}
+			want := time.Millisecond
+			if tc.want {
+				want = time.Second
+			}
+			if got := c.pollGrid(); got != want {
+				t.Errorf("pollGrid = %v, want %v", got, want)
+			}
+		})
 	}
 }
 
@@ -134,7 +193,7 @@ func TestWaitsLookWhenTheChangeIsDue(t *testing.T) {
 // estimate, and what the wait sees teaches nothing, since how long the
 // change took is unknown.
 func TestWaitTransitionWithoutSendTime(t *testing.T) {
-	c := &ec2Cloud{cfg: Config{PollInterval: 10 * time.Millisecond, PollMaxInterval: 20 * time.Millisecond, PollGrid: time.Millisecond}, latencies: newLatencies()}
+	c := &ec2Cloud{cfg: Config{PollInterval: 10 * time.Millisecond, PollMaxInterval: 20 * time.Millisecond, PollGrid: time.Millisecond}, latencies: newLatencies(), throttles: &throttleClock{}}
 	c.latencies.observe(transitionDetach, 2*time.Second, 2*time.Second, time.Millisecond)
 	started := time.Now()
 	looks := 0

@@ -30,6 +30,11 @@ const middlewareID = "diskplane/apimetrics"
 
 // Recorder holds the API metrics. One Recorder serves any number of clients.
 type Recorder struct {
+	// OnThrottle, when set before the recorder serves a client, is called
+	// with the operation of every attempt EC2 refused for exceeding the
+	// request rate, so that its owner can ease off while EC2 does so.
+	OnThrottle func(operation string)
+
 	requests  *prometheus.CounterVec
 	errors    *prometheus.CounterVec
 	throttles *prometheus.CounterVec
@@ -93,6 +98,9 @@ func (r *Recorder) handle(ctx context.Context, in middleware.FinalizeInput, next
 		r.errors.WithLabelValues(op, code).Inc()
 		if _, throttled := retry.DefaultThrottleErrorCodes[code]; throttled {
 			r.throttles.WithLabelValues(op).Inc()
+			if r.OnThrottle != nil {
+				r.OnThrottle(op)
+			}
 		}
 	}
 	return out, md, err

@@ -85,6 +85,8 @@ func TestRecorderCounts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var told []string
+			r.OnThrottle = func(op string) { told = append(told, op) }
 			send(t, r, tc.ctx, "AttachVolume", tc.err)
 			send(t, r, context.Background(), "DescribeVolumes", nil)
 
@@ -110,6 +112,9 @@ func TestRecorderCounts(t *testing.T) {
 			}
 			if got := series(t, reg, "diskplane_cloud_api_request_throttles_total"); got != wantThrottles {
 				t.Errorf("%d throttle series, want %d", got, wantThrottles)
+			}
+			if len(told) != wantThrottles || (wantThrottles == 1 && told[0] != "AttachVolume") {
+				t.Errorf("OnThrottle told of %v, want %d throttled AttachVolume", told, wantThrottles)
 			}
 			if got := series(t, reg, "diskplane_cloud_api_request_duration_seconds"); got != 2 {
 				t.Errorf("%d latency series, want one per operation", got)

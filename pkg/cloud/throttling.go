@@ -1,0 +1,53 @@
+package cloud
+
+import (
+	"sync/atomic"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+// throttledHold is how long after EC2's last throttling answer the waits
+// keep looking on Config.ThrottledPollGrid. EC2 refills an API's bucket at
+// a few requests a second, so a burst that emptied it keeps the driver's
+// requests trickling out for tens of seconds after the last refusal.
+const throttledHold = 30 * time.Second
+
+// throttleClock remembers when EC2 last refused a request of this process
+// for exceeding the account's request rate (any API). While it does, the
+// requests the SDK holds back leave at their own moments instead of
+// together, and the waits that follow them rarely fall due on the same
+// tick of the fine poll grid; the waits then look on a coarser one (see
+// pollGrid). It is safe for concurrent use.
+type throttleClock struct {
+	last atomic.Int64 // Unix nanoseconds of the last throttling answer; 0: none
+}
+
+// throttled records a throttling answer to operation now. The first one
+// after a calm spell is logged: the waits change their pace from here on.
+func (t *throttleClock) throttled(operation string, grid time.Duration) {
+	now := time.Now()
+	if prev := t.last.Swap(now.UnixNano()); prev == 0 || now.Sub(time.Unix(0, prev)) >= throttledHold {
+		klog.V(2).InfoS("EC2 is throttling requests; waits look less often until it stops", "operation", operation,
+			"pollGrid", grid, "until", throttledHold.String()+" after the last throttled request")
+	}
+}
+
+// recent reports whether EC2 throttled a request less than throttledHold
+// before now.
+func (t *throttleClock) recent(now time.Time) bool {
+	last := t.last.Load()
+	return last != 0 && now.Sub(time.Unix(0, last)) < throttledHold
+}
+
+// pollGrid is the grid the next look of a wait is aligned to: PollGrid, or
+// ThrottledPollGrid while EC2 throttles. On the coarser grid the looks of
+// waits that fell due apart gather into fewer Describe calls, sparing the
+// account's request budget while it is spent, at the cost of up to one
+// coarse step of latency per wait.
+func (c *ec2Cloud) pollGrid() time.Duration {
+	if c.throttles.recent(time.Now()) {
+		return c.cfg.ThrottledPollGrid
+	}
+	return c.cfg.PollGrid
+}
