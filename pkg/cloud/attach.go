@@ -88,7 +88,7 @@ func (c *ec2Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string
 // because only then does DescribeInstances list the name as taken.
 func (c *ec2Cloud) attachAs(ctx context.Context, volumeID, instanceID string, lease *devicenames.Lease, shared bool) (string, error) {
 	klog.V(2).InfoS("Attaching volume", "volumeID", volumeID, "instanceID", instanceID, "device", lease.Name)
-	start := time.Now()
+	called := time.Now()
 	out, err := c.ec2.AttachVolume(ctx, &ec2.AttachVolumeInput{
 		VolumeId: aws.String(volumeID), InstanceId: aws.String(instanceID), Device: aws.String(lease.Name),
 	}, c.retry.use(opAttachVolume))
@@ -110,13 +110,14 @@ func (c *ec2Cloud) attachAs(ctx context.Context, volumeID, instanceID string, le
 			}
 			return "", classify(opAttachVolume, err)
 		}
-		return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), time.Time{}, start, shared)
+		return c.waitAttached(ctx, volumeID, instanceID, aws.ToString(a.Device), time.Time{}, time.Now(), shared)
 	}
 	device := lease.Name
 	if d := aws.ToString(out.Device); d != "" {
 		device = d
 	}
-	device, err = c.waitAttached(ctx, volumeID, instanceID, device, start, start, shared)
+	sent := sentAt(out.ResultMetadata, called)
+	device, err = c.waitAttached(ctx, volumeID, instanceID, device, sent, sent, shared)
 	if errors.Is(err, errAttachStuck) {
 		// The guest may still hold the name; let later attaches try others.
 		c.devices.Reject(instanceID, lease.Name)
@@ -129,13 +130,13 @@ var errAttachStuck = errors.New("attachment stuck")
 
 // waitAttached waits until the volume's attachment to the instance is
 // "attached", from sent when this process sent the AttachVolume that began
-// it (zero when it found the attachment under way; see waitTransition). An
-// attachment still "attaching" AttachStuckTimeout after started (when this
-// process sent AttachVolume, or first saw the attachment under way, by its
-// own clock: EC2's attach time may be off by minutes) is detached, and the
-// call fails, so that the next attempt starts clean rather than waiting on
-// an attachment that will not complete (the classic cause is a device name
-// the guest still holds).
+// it (the attempt EC2 took: see sentAt; zero when it found the attachment
+// under way; see waitTransition). An attachment still "attaching"
+// AttachStuckTimeout after started (when this process sent AttachVolume, or
+// first saw the attachment under way, by its own clock: EC2's attach time
+// may be off by minutes) is detached, and the call fails, so that the next
+// attempt starts clean rather than waiting on an attachment that will not
+// complete (the classic cause is a device name the guest still holds).
 func (c *ec2Cloud) waitAttached(ctx context.Context, volumeID, instanceID, device string, sent, started time.Time, shared bool) (string, error) {
 	err := c.waitTransition(ctx, transitionAttach, sent, func(ctx context.Context) (bool, string, error) {
 		raw, err := c.describeVolume(ctx, volumeID)
@@ -197,11 +198,14 @@ func (c *ec2Cloud) DetachVolume(ctx context.Context, volumeID, instanceID string
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	klog.V(2).InfoS("Detaching volume", "volumeID", volumeID, "instanceID", instanceID)
-	sent := time.Now()
-	_, err := c.ec2.DetachVolume(ctx, &ec2.DetachVolumeInput{
+	called := time.Now()
+	out, err := c.ec2.DetachVolume(ctx, &ec2.DetachVolumeInput{
 		VolumeId: aws.String(volumeID), InstanceId: aws.String(instanceID),
 	}, c.retry.use(opDetachVolume))
-	if err != nil {
+	var sent time.Time // zero: an earlier detach is running, not timed here
+	if err == nil {
+		sent = sentAt(out.ResultMetadata, called)
+	} else {
 		switch errorCode(err) {
 		case codeIncorrectState, "InvalidAttachment.NotFound":
 			// Not attached to the instance, or a detach already running:
@@ -213,7 +217,6 @@ func (c *ec2Cloud) DetachVolume(ctx context.Context, volumeID, instanceID string
 			if a, ok := rawAttachmentTo(raw, instanceID); !ok || string(a.State) == attachmentDetached {
 				return fmt.Errorf("volume %s is not attached to instance %s: %w: %w", volumeID, instanceID, ErrNotFound, classify(opDetachVolume, err))
 			}
-			sent = time.Time{} // an earlier detach is running: not timed here
 		default:
 			return classify(opDetachVolume, err)
 		}
@@ -226,9 +229,9 @@ func (c *ec2Cloud) DetachVolume(ctx context.Context, volumeID, instanceID string
 }
 
 // waitDetached waits until the volume has no attachment to the instance,
-// from sent when this process sent the DetachVolume (zero when it found the
-// detach under way; see waitTransition). A volume that is gone is detached
-// too.
+// from sent when this process sent the DetachVolume (the attempt EC2 took:
+// see sentAt; zero when it found the detach under way; see waitTransition).
+// A volume that is gone is detached too.
 func (c *ec2Cloud) waitDetached(ctx context.Context, volumeID, instanceID string, sent time.Time) error {
 	return c.waitTransition(ctx, transitionDetach, sent, func(ctx context.Context) (bool, string, error) {
 		raw, err := c.describeVolume(ctx, volumeID)

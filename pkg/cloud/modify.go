@@ -117,7 +117,7 @@ func (c *ec2Cloud) modifyOnce(ctx context.Context, volumeID string, mod VolumeMo
 	}
 	klog.V(2).InfoS("Modifying volume", "volumeID", volumeID, "sizeGiB", mod.SizeGiB, "type", mod.Type,
 		"iops", mod.IOPS, "throughput", mod.Throughput)
-	sent := time.Now()
+	called := time.Now()
 	out, err := c.ec2.ModifyVolume(ctx, in, c.retry.use(opModifyVolume))
 	c.sends.record(key, err)
 	if err != nil {
@@ -131,7 +131,7 @@ func (c *ec2Cloud) modifyOnce(ctx context.Context, volumeID string, mod VolumeMo
 		applyTargets(vol, *out.VolumeModification)
 		started = aws.ToTime(out.VolumeModification.StartTime)
 	}
-	if err := c.waitModified(ctx, volumeID, started, sent); err != nil {
+	if err := c.waitModified(ctx, volumeID, started, sentAt(out.ResultMetadata, called)); err != nil {
 		return nil, err
 	}
 	klog.V(2).InfoS("Volume modified", "volumeID", volumeID, "sizeGiB", vol.SizeGiB, "type", vol.Type, "iops", vol.IOPS, "throughput", vol.Throughput)
@@ -181,12 +181,12 @@ func describeTargets(v *Volume) string {
 	return fmt.Sprintf("%d GiB %s, %d IOPS, %d MiB/s", v.SizeGiB, v.Type, v.IOPS, v.Throughput)
 }
 
-// waitModified waits until the volume's modification that started at
-// started (EC2's clock; zero when unknown) or later is optimizing or
-// completed, from sent when this process sent the ModifyVolume (zero when
-// it found the modification under way; see waitTransition). Older
-// modifications are ignored: right after ModifyVolume, EC2 may still show
-// the previous one.
+// waitModified waits until the volume's modification that started at started
+// (EC2's clock; zero when unknown) or later is optimizing or completed, from
+// sent when this process sent the ModifyVolume (the attempt EC2 took: see
+// sentAt; zero when it found the modification under way; see
+// waitTransition). Older modifications are ignored: right after
+// ModifyVolume, EC2 may still show the previous one.
 func (c *ec2Cloud) waitModified(ctx context.Context, volumeID string, started, sent time.Time) error {
 	return c.waitTransition(ctx, transitionModify, sent, func(ctx context.Context) (bool, string, error) {
 		m, err := c.describeModification(ctx, volumeID)

@@ -3,8 +3,13 @@ package cloud
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
@@ -209,5 +214,58 @@ func TestWaitTransitionWithoutSendTime(t *testing.T) {
 	}
 	if n := len(c.latencies.samples[transitionDetach]); n != 1 {
 		t.Fatalf("%d samples after a wait without a send time, want the 1 from before", n)
+	}
+}
+
+// holdBackCreates is SDK middleware that holds each CreateVolume call back
+// for as long as hold says before the retry middleware sends its attempts,
+// as the SDK's adaptive retry mode does with requests after throttling
+// answers.
+func holdBackCreates(hold *atomic.Int64) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		m := middleware.FinalizeMiddlewareFunc("test/holdback", func(ctx context.Context, in middleware.FinalizeInput,
+			next middleware.FinalizeHandler,
+		) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			if awsmiddleware.GetOperationName(ctx) == "CreateVolume" {
+				time.Sleep(time.Duration(hold.Load()))
+			}
+			return next.HandleFinalize(ctx, in)
+		})
+		return stack.Finalize.Insert(m, (&retry.Attempt{}).ID(), middleware.Before)
+	}
+}
+
+// TestWaitsTimeTheChangeFromTheSend: a CreateVolume the SDK held back
+// before sending is awaited from when its attempt was sent, not from when
+// the cloud layer called the SDK. Timed from the call, the first look came
+// at once, alone, and found the volume still creating; the wait then polled
+// its way to the end and taught the estimate the hold as well.
+func TestWaitsTimeTheChangeFromTheSend(t *testing.T) {
+	t.Parallel()
+	const latency = 400 * time.Millisecond
+	env := emulatortest.Start(t, emulatortest.Options{Latencies: model.Latencies{VolumeCreate: latency}})
+	var hold atomic.Int64
+	awsCfg := awsConfig(env)
+	awsCfg.APIOptions = append(awsCfg.APIOptions, holdBackCreates(&hold))
+	cfg := testConfig()
+	cfg.PollGrid = 50 * time.Millisecond
+	cl, err := NewFromAWSConfig(awsCfg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	c := cl.(*ec2Cloud)
+	mustCreate(t, c, "taught", &CreateVolumeOptions{SizeGiB: 1, Zone: "us-east-1a"})
+
+	hold.Store(int64(time.Second))
+	before := env.Calls("DescribeVolumes")
+	mustCreate(t, c, "held-back", &CreateVolumeOptions{SizeGiB: 1, Zone: "us-east-1a"})
+	// One look by name before the create, then the wait's: one when the
+	// change is due, and a second a grid step later if that one was early.
+	if looks := env.Calls("DescribeVolumes") - before - 1; looks > 2 {
+		t.Errorf("the wait for the held-back create looked %d times, want at most 2", looks)
+	}
+	if d, _ := c.latencies.expected(transitionCreate); d > latency+latency/2 {
+		t.Errorf("create estimate %v after two %v creates, one held back 1s before sending", d, latency)
 	}
 }

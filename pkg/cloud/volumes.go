@@ -227,8 +227,7 @@ func (c *ec2Cloud) createWithTokens(ctx context.Context, req *volumeRequest) (*V
 	for n := first; n < first+tokensPerCall; n++ {
 		klog.V(2).InfoS("Creating volume", "name", req.name, "clientToken", n, "type", req.volType,
 			"sizeGiB", req.opts.SizeGiB, "zone", req.zone+req.zoneID, "snapshotID", req.opts.SnapshotID, "sourceVolumeID", req.opts.SourceVolumeID)
-		sent := time.Now()
-		created, err := c.sendCreate(ctx, req, clientToken(req.name, n))
+		created, sent, err := c.sendCreate(ctx, req, clientToken(req.name, n))
 		answered := time.Now()
 		c.sends.record(key, err)
 		if errorCode(err) == codeIdempotentParameterMismatch {
@@ -296,9 +295,11 @@ func (c *ec2Cloud) volumeFailed(ctx context.Context, req *volumeRequest, n int, 
 		req.name, n, lost, ErrRetryLater)
 }
 
-// sendCreate sends CreateVolume, or CopyVolumes for a clone. The error is
-// classified and still answers errorCode (it wraps the SDK's error).
-func (c *ec2Cloud) sendCreate(ctx context.Context, req *volumeRequest, token string) (*Volume, error) {
+// sendCreate sends CreateVolume, or CopyVolumes for a clone, and returns
+// the volume and when the attempt EC2 answered was sent (see sentAt). The
+// error is classified and still answers errorCode (it wraps the SDK's
+// error).
+func (c *ec2Cloud) sendCreate(ctx context.Context, req *volumeRequest, token string) (*Volume, time.Time, error) {
 	o := req.opts
 	tagSpec := []types.TagSpecification{{ResourceType: types.ResourceTypeVolume, Tags: ec2Tags(req.tags)}}
 	optional := func(v int32) *int32 {
@@ -318,6 +319,7 @@ func (c *ec2Cloud) sendCreate(ctx context.Context, req *volumeRequest, token str
 	if o.KMSKeyID != "" {
 		kms = aws.String(o.KMSKeyID)
 	}
+	called := time.Now()
 	if o.SourceVolumeID != "" {
 		out, err := c.ec2.CopyVolumes(ctx, &ec2.CopyVolumesInput{
 			SourceVolumeId: aws.String(o.SourceVolumeID), ClientToken: aws.String(token),
@@ -326,12 +328,12 @@ func (c *ec2Cloud) sendCreate(ctx context.Context, req *volumeRequest, token str
 			MultiAttachEnabled: multiAttach, TagSpecifications: tagSpec,
 		}, c.retry.use(opCopyVolumes))
 		if err != nil {
-			return nil, classify(opCopyVolumes, err)
+			return nil, time.Time{}, classify(opCopyVolumes, err)
 		}
 		if len(out.Volumes) != 1 {
-			return nil, fmt.Errorf("CopyVolumes returned %d volumes instead of one: %w", len(out.Volumes), ErrUnexpected)
+			return nil, time.Time{}, fmt.Errorf("CopyVolumes returned %d volumes instead of one: %w", len(out.Volumes), ErrUnexpected)
 		}
-		return toVolume(out.Volumes[0]), nil
+		return toVolume(out.Volumes[0]), sentAt(out.ResultMetadata, called), nil
 	}
 	in := &ec2.CreateVolumeInput{
 		ClientToken: aws.String(token), Size: optional(o.SizeGiB), VolumeType: types.VolumeType(req.volType),
@@ -348,7 +350,7 @@ func (c *ec2Cloud) sendCreate(ctx context.Context, req *volumeRequest, token str
 	}
 	out, err := c.ec2.CreateVolume(ctx, in, c.retry.use(opCreateVolume))
 	if err != nil {
-		return nil, classify(opCreateVolume, err)
+		return nil, time.Time{}, classify(opCreateVolume, err)
 	}
 	return toVolume(types.Volume{
 		VolumeId: out.VolumeId, Size: out.Size, VolumeType: out.VolumeType, Iops: out.Iops, Throughput: out.Throughput,
@@ -356,7 +358,7 @@ func (c *ec2Cloud) sendCreate(ctx context.Context, req *volumeRequest, token str
 		AvailabilityZoneId: out.AvailabilityZoneId, SnapshotId: out.SnapshotId, SourceVolumeId: out.SourceVolumeId,
 		MultiAttachEnabled: out.MultiAttachEnabled, State: out.State, Tags: out.Tags, CreateTime: out.CreateTime,
 		Attachments: out.Attachments,
-	}), nil
+	}), sentAt(out.ResultMetadata, called), nil
 }
 
 // waitVolumeAvailable waits until the volume is available (in-use counts:
