@@ -38,9 +38,9 @@ func recordSendTimes(stack *middleware.Stack) error {
 	return stack.Finalize.Add(m, middleware.After)
 }
 
-// sentAt returns when the SDK sent the attempt whose answer md is the
-// metadata of, or called (when the cloud layer called the SDK) when md does
-// not say.
+// sentAt returns when the SDK sent the attempt that answered a call, read
+// from the call's result metadata md, or called (when the cloud layer
+// called the SDK) when md does not say.
 func sentAt(md middleware.Metadata, called time.Time) time.Time {
 	if t, ok := md.Get(attemptSentKey{}).(time.Time); ok {
 		return t
