@@ -204,7 +204,7 @@ func NewFromAWSConfig(awsCfg aws.Config, cfg Config) (Cloud, error) {
 		o.RetryMaxAttempts = 0
 		o.HTTPClient = sdkhttp.Wrap(o.HTTPClient)
 		o.APIOptions = append(slices.Clone(o.APIOptions),
-			recorder.AddMiddleware, recordSendTimes,
+			recorder.AddMiddleware,
 			awsmiddleware.AddUserAgentKeyValue("diskplane", version.Version()))
 		if cfg.UserAgentExtra != "" {
 			o.APIOptions = append(o.APIOptions, awsmiddleware.AddUserAgentKey(cfg.UserAgentExtra))

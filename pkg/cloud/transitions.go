@@ -5,6 +5,10 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/diskplane/diskplane/pkg/cloud/apimetrics"
 )
 
 // transition names a state change EC2 makes in its own time after a
@@ -138,6 +142,16 @@ func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent tim
 		}
 		notDoneAt = at
 	}
+}
+
+// sentAt returns when the SDK sent the attempt that answered a call, from
+// the call's result metadata md (see apimetrics.SentAt), or called (when
+// the cloud layer called the SDK) when md does not say.
+func sentAt(md middleware.Metadata, called time.Time) time.Time {
+	if t, ok := apimetrics.SentAt(md); ok {
+		return t
+	}
+	return called
 }
 
 // alignUp rounds t up to the next multiple of grid on the wall clock.

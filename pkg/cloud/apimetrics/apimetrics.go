@@ -2,7 +2,9 @@
 // metrics: requests, errors by error code, throttles and latency, per API
 // operation. It is SDK middleware, so it counts each attempt the SDK's
 // retryer makes, which is what EC2 bills against the account's rate limits
-// and what an operator needs to see when the controller slows down.
+// and what an operator needs to see when the controller slows down. It also
+// stamps each attempt's send time into its result metadata (SentAt), since
+// it times the attempt anyway.
 package apimetrics
 
 import (
@@ -27,6 +29,21 @@ const (
 
 // middlewareID names the middleware in the SDK's stack.
 const middlewareID = "diskplane/apimetrics"
+
+// sentKey is the result-metadata key of an attempt's send time.
+type sentKey struct{}
+
+// SentAt returns when the SDK sent the attempt that answered a call, read
+// from the call's result metadata (the SDK makes the last attempt's metadata
+// the call's), and false when the call did not go through a Recorder. That
+// is after the retryer's pacing and backoff: a caller timing what the
+// request set off (a state change EC2 begins when it takes the request)
+// counts from here, not from its SDK call, which may have begun seconds
+// earlier.
+func SentAt(md middleware.Metadata) (time.Time, bool) {
+	t, ok := md.Get(sentKey{}).(time.Time)
+	return t, ok
+}
 
 // Recorder holds the API metrics. One Recorder serves any number of clients.
 type Recorder struct {
@@ -91,6 +108,7 @@ func (r *Recorder) handle(ctx context.Context, in middleware.FinalizeInput, next
 	op := awsmiddleware.GetOperationName(ctx)
 	start := time.Now()
 	out, md, err := next.HandleFinalize(ctx, in)
+	md.Set(sentKey{}, start)
 	r.requests.WithLabelValues(op).Inc()
 	r.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	if err != nil {

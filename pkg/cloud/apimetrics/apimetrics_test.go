@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
@@ -44,7 +45,7 @@ func series(t *testing.T, reg prometheus.Gatherer, name string) int {
 
 // send runs one request for op through a stack holding only the recorder,
 // with a transport that answers err.
-func send(t *testing.T, r *Recorder, ctx context.Context, op string, err error) {
+func send(t *testing.T, r *Recorder, ctx context.Context, op string, err error) middleware.Metadata {
 	t.Helper()
 	stack := middleware.NewStack(op, smithyhttp.NewStackRequest)
 	if e := r.AddMiddleware(stack); e != nil {
@@ -54,9 +55,27 @@ func send(t *testing.T, r *Recorder, ctx context.Context, op string, err error) 
 		return nil, middleware.Metadata{}, err
 	})
 	ctx = awsmiddleware.SetOperationName(ctx, op)
-	_, _, got := middleware.DecorateHandler(transport, stack).Handle(ctx, nil)
+	_, md, got := middleware.DecorateHandler(transport, stack).Handle(ctx, nil)
 	if !errors.Is(got, err) {
 		t.Fatalf("middleware changed the error: %v", got)
+	}
+	return md
+}
+
+// TestSentAt: each attempt's metadata says when it was sent, so that the
+// cloud layer times a state change from the attempt EC2 took.
+func TestSentAt(t *testing.T) {
+	r, err := NewRecorder(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	md := send(t, r, context.Background(), "AttachVolume", nil)
+	if sent, ok := SentAt(md); !ok || sent.Before(before) || sent.After(time.Now()) {
+		t.Errorf("SentAt = %v, %v; want a time during the call (from %v)", sent, ok, before)
+	}
+	if _, ok := SentAt(middleware.Metadata{}); ok {
+		t.Error("SentAt of metadata no recorder stamped reports a time")
 	}
 }
 
