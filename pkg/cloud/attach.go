@@ -31,6 +31,9 @@ func (c *ec2Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string
 	defer cancel()
 	vol := opts.Read
 	if vol == nil || vol.ID != volumeID {
+		if err := c.awaitLookupTick(ctx); err != nil {
+			return "", err
+		}
 		raw, err := c.describeVolume(ctx, volumeID)
 		if err != nil {
 			return "", err

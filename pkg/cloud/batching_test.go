@@ -297,3 +297,53 @@ func TestBadSnapshotIDDoesNotFailTheBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupsWhileThrottledShareTheTick: while EC2 throttles, lookups that
+// requests begin with, arriving apart (as the requests the SDK lets out one
+// by one do), wait for the coarse grid's tick and share one call there;
+// otherwise each leaves at once.
+func TestLookupsWhileThrottledShareTheTick(t *testing.T) {
+	t.Parallel()
+	const grid = 400 * time.Millisecond
+	env := emulatortest.Start(t, emulatortest.Options{})
+	ids := createMany(t, env, 3)
+	tests := []struct {
+		name      string
+		throttled bool
+		wantCalls int
+	}{
+		{"throttled", true, 1},
+		{"not throttled", false, 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.ThrottledPollGrid = grid
+			c := newCloud(t, env, cfg)
+			if tc.throttled {
+				c.throttles.throttled(opCreateVolume, grid)
+			}
+			// Start just after a tick, so that the lookups 50 ms apart all
+			// fall before the next one.
+			if err := sleepUntil(testContext(t), alignUp(time.Now(), grid).Add(20*time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+			before := env.Calls("DescribeVolumes")
+			var wg sync.WaitGroup
+			for i, id := range ids {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					time.Sleep(time.Duration(i) * 50 * time.Millisecond)
+					if _, err := c.GetVolume(testContext(t), id); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+			if calls := env.Calls("DescribeVolumes") - before; calls != tc.wantCalls {
+				t.Errorf("3 GetVolume calls 50 ms apart made %d DescribeVolumes calls, want %d", calls, tc.wantCalls)
+			}
+		})
+	}
+}

@@ -57,10 +57,10 @@ type Config struct {
 	PollGrid time.Duration
 	// ThrottledPollGrid replaces PollGrid while EC2 throttles this
 	// process's requests, until 30s after the last throttled one (default
-	// 500ms). Requests the SDK holds back then leave one by one, so the
-	// waits after them fall due apart and share few looks on the fine grid;
-	// the coarse one gathers them into fewer Describe calls for at most
-	// this much more latency per wait.
+	// 1s). Requests the SDK holds back then leave one by one, so the waits
+	// after them fall due apart and share few looks on the fine grid; the
+	// coarse one gathers them, and the lookups requests begin with, into
+	// fewer Describe calls for at most this much more latency per wait.
 	ThrottledPollGrid time.Duration
 	// PollMaxInterval caps that pause (default 5s), so a slow change is
 	// still noticed within seconds of happening.
@@ -108,7 +108,7 @@ func (c Config) withDefaults() Config {
 	def(&c.BatchIdleDelay, 5*time.Millisecond)
 	def(&c.PollInterval, 250*time.Millisecond)
 	def(&c.PollGrid, 100*time.Millisecond)
-	def(&c.ThrottledPollGrid, 500*time.Millisecond)
+	def(&c.ThrottledPollGrid, time.Second)
 	def(&c.PollMaxInterval, 5*time.Second)
 	def(&c.AttachStuckTimeout, 90*time.Second)
 	def(&c.VisibilityTimeout, DefaultVisibilityTimeout)

@@ -36,6 +36,9 @@ func (c *ec2Cloud) CreateSnapshot(ctx context.Context, name, sourceVolumeID stri
 	if name == "" || sourceVolumeID == "" {
 		return nil, fmt.Errorf("a snapshot needs a name and a source volume: %w", ErrInvalidArgument)
 	}
+	if err := c.awaitLookupTick(ctx); err != nil {
+		return nil, err
+	}
 	key := snapshotSendKey(name)
 	for {
 		var snap *Snapshot

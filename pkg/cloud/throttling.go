@@ -1,6 +1,8 @@
 package cloud
 
 import (
+	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -50,4 +52,24 @@ func (c *ec2Cloud) pollGrid() time.Duration {
 		return c.cfg.ThrottledPollGrid
 	}
 	return c.cfg.PollGrid
+}
+
+// awaitLookupTick holds the lookup a request begins with (not a wait's look)
+// until the next tick of ThrottledPollGrid while EC2 throttles, and returns
+// at once otherwise. The SDK lets throttled requests out one by one, so the
+// requests after them reach their first lookups apart, and each such lookup
+// took a Describe call of its own; held to the tick the waits look on, they
+// share one with each other and with those looks. Only the first lookup of
+// a request is held: those that follow it right away stay together with the
+// lookups of the requests held to the same tick. It fails only when ctx
+// ends first.
+func (c *ec2Cloud) awaitLookupTick(ctx context.Context) error {
+	now := time.Now()
+	if !c.throttles.recent(now) {
+		return nil
+	}
+	if err := sleepUntil(ctx, alignUp(now, c.cfg.ThrottledPollGrid)); err != nil {
+		return fmt.Errorf("waiting to look up with the others while EC2 throttles: %w", err)
+	}
+	return nil
 }

@@ -119,6 +119,19 @@ func TestWaitTransitionWhileThrottled(t *testing.T) {
 	}
 }
 
+// TestAwaitLookupTickGivesUpWithItsContext: a request whose context ends
+// while its lookup waits for the throttled grid's tick fails with the
+// context's error instead of looking up.
+func TestAwaitLookupTickGivesUpWithItsContext(t *testing.T) {
+	c := &ec2Cloud{cfg: Config{ThrottledPollGrid: time.Hour}, throttles: &throttleClock{}}
+	c.throttles.throttled(opAttachVolume, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := c.awaitLookupTick(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("awaitLookupTick = %v, want the context's deadline", err)
+	}
+}
+
 func TestThrottleClock(t *testing.T) {
 	now := time.Now()
 	tests := []struct {

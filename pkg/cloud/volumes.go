@@ -54,6 +54,9 @@ func (c *ec2Cloud) CreateVolume(ctx context.Context, name string, opts *CreateVo
 	if err != nil {
 		return nil, err
 	}
+	if err := c.awaitLookupTick(ctx); err != nil {
+		return nil, err
+	}
 	vol, err := c.existingVolume(ctx, req)
 	if err != nil || vol != nil {
 		return vol, err
@@ -407,10 +410,14 @@ func (c *ec2Cloud) DeleteVolume(ctx context.Context, volumeID string) error {
 	return classify(opDeleteVolume, err)
 }
 
-// GetVolume returns one volume by ID; concurrent lookups share a call.
+// GetVolume returns one volume by ID; concurrent lookups share a call
+// (while EC2 throttles, those a grid tick apart too: see awaitLookupTick).
 func (c *ec2Cloud) GetVolume(ctx context.Context, volumeID string) (*Volume, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
+	if err := c.awaitLookupTick(ctx); err != nil {
+		return nil, err
+	}
 	v, err := c.describeVolume(ctx, volumeID)
 	if err != nil {
 		return nil, err
