@@ -21,7 +21,9 @@ func testConfig() Config {
 		BatchMaxDelay:   5 * time.Millisecond,
 		PollInterval:    5 * time.Millisecond,
 		PollMaxInterval: 50 * time.Millisecond,
-		MaxRetryBackoff: 100 * time.Millisecond,
+		// Throttling tests keep their lookups quick too.
+		ThrottledPollGrid: 50 * time.Millisecond,
+		MaxRetryBackoff:   100 * time.Millisecond,
 		// Longer than any eventual consistency a test sets (1 s), short
 		// enough that a new snapshot name right after start waits little.
 		VisibilityTimeout: 1500 * time.Millisecond,

@@ -36,7 +36,9 @@ func testCloudConfig() cloud.Config {
 		BatchMaxDelay:   5 * time.Millisecond,
 		PollInterval:    10 * time.Millisecond,
 		PollMaxInterval: 50 * time.Millisecond,
-		MaxRetryBackoff: 50 * time.Millisecond,
+		// Throttling tests keep their lookups quick too.
+		ThrottledPollGrid: 50 * time.Millisecond,
+		MaxRetryBackoff:   50 * time.Millisecond,
 		// Longer than any eventual consistency a test sets, short enough
 		// that a new snapshot name right after start waits little.
 		VisibilityTimeout: 1500 * time.Millisecond,
