@@ -304,7 +304,7 @@ func TestBadSnapshotIDDoesNotFailTheBatch(t *testing.T) {
 // otherwise each leaves at once.
 func TestLookupsWhileThrottledShareTheTick(t *testing.T) {
 	t.Parallel()
-	const grid = 400 * time.Millisecond
+	const grid = time.Second
 	env := emulatortest.Start(t, emulatortest.Options{})
 	ids := createMany(t, env, 3)
 	tests := []struct {
@@ -323,8 +323,8 @@ func TestLookupsWhileThrottledShareTheTick(t *testing.T) {
 			if tc.throttled {
 				c.throttles.throttled(opCreateVolume, grid)
 			}
-			// Start just after a tick, so that the lookups 50 ms apart all
-			// fall before the next one.
+			// Start just after a tick, so that the lookups 100 ms apart all
+			// fall well before the next one, even on a busy machine.
 			if err := sleepUntil(testContext(t), alignUp(time.Now(), grid).Add(20*time.Millisecond)); err != nil {
 				t.Fatal(err)
 			}
@@ -334,7 +334,7 @@ func TestLookupsWhileThrottledShareTheTick(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					time.Sleep(time.Duration(i) * 50 * time.Millisecond)
+					time.Sleep(time.Duration(i) * 100 * time.Millisecond)
 					if _, err := c.GetVolume(testContext(t), id); err != nil {
 						t.Error(err)
 					}
@@ -342,7 +342,7 @@ func TestLookupsWhileThrottledShareTheTick(t *testing.T) {
 			}
 			wg.Wait()
 			if calls := env.Calls("DescribeVolumes") - before; calls != tc.wantCalls {
-				t.Errorf("3 GetVolume calls 50 ms apart made %d DescribeVolumes calls, want %d", calls, tc.wantCalls)
+				t.Errorf("3 GetVolume calls 100 ms apart made %d DescribeVolumes calls, want %d", calls, tc.wantCalls)
 			}
 		})
 	}

@@ -60,7 +60,8 @@ type Config struct {
 	// 1s). Requests the SDK holds back then leave one by one, so the waits
 	// after them fall due apart and share few looks on the fine grid; the
 	// coarse one gathers them, and the lookups requests begin with, into
-	// fewer Describe calls for at most this much more latency per wait.
+	// fewer Describe calls for at most this much more latency per wait and
+	// per request.
 	ThrottledPollGrid time.Duration
 	// PollMaxInterval caps that pause (default 5s), so a slow change is
 	// still noticed within seconds of happening.
