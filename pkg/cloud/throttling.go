@@ -60,9 +60,10 @@ func (c *ec2Cloud) pollGrid() time.Duration {
 // requests after them reach their first lookups apart, and each such lookup
 // took a Describe call of its own; held to the tick the waits look on, they
 // share one with each other and with those looks. Only the first lookup of
-// a request is held: those that follow it right away stay together with the
-// lookups of the requests held to the same tick. It fails only when ctx
-// ends first.
+// a cloud-layer call is held: those that follow it right away stay together
+// with the lookups of the calls held to the same tick. A CSI request that
+// makes two such calls in a row (a clone reads its source, then creates) is
+// held at each, up to two ticks. It fails only when ctx ends first.
 func (c *ec2Cloud) awaitLookupTick(ctx context.Context) error {
 	now := time.Now()
 	if !c.throttles.recent(now) {
