@@ -121,12 +121,16 @@ func TestTrustPolicyChangeAppliesToTheNextToken(t *testing.T) {
 }
 
 func TestCredentialsExpire(t *testing.T) {
-	now := time.Now()
+	var now time.Time
 	clock := func() time.Time { return now }
 	issuer := iamtest.NewIssuer(t, "https://issuer.example.com")
 	s := newStore(t, issuer, clock)
+	token := issuer.Token(t, iamtest.ServiceAccountSubject("shop", "app"), "sts.amazonaws.com", time.Hour)
+	// The store's clock stops after the token is signed by the real one: set
+	// before, a second boundary in between made the token not valid yet.
+	now = time.Now()
 	sess, err := s.AssumeRoleWithWebIdentity(iam.WebIdentityRequest{RoleARN: iam.RoleARN(account, "/", "app"), SessionName: "s1", DurationSeconds: 900,
-		Token: issuer.Token(t, iamtest.ServiceAccountSubject("shop", "app"), "sts.amazonaws.com", time.Hour)})
+		Token: token})
 	if err != nil {
 		t.Fatal(err)
 	}
