@@ -36,10 +36,15 @@ const latencySamples = 25
 type latencies struct {
 	mu      sync.Mutex
 	samples map[transition][]time.Duration // most recent last
+	// notDone holds, per kind, the last look of each recent wait that found
+	// the change not done yet (most recent last): each is a time the change
+	// took longer than, which bounds how far below a first look's time the
+	// change can have been.
+	notDone map[transition][]time.Duration
 }
 
 func newLatencies() *latencies {
-	return &latencies{samples: map[transition][]time.Duration{}}
+	return &latencies{samples: map[transition][]time.Duration{}, notDone: map[transition][]time.Duration{}}
 }
 
 // expected returns the median of the recent samples of kind, or false when
@@ -59,22 +64,58 @@ func (l *latencies) expected(kind transition) (time.Duration, bool) {
 // observe records a wait that saw the change done at doneAt after the
 // request, having seen it not done at notDoneAt (zero when the first look
 // found it done). The change happened in between; the midpoint is the
-// sample. When the first look already found it done, the sample is half a
-// probe step earlier than that look, so that the estimate keeps probing
-// downwards (and follows EC2 when it speeds up) instead of settling on a
-// look that was merely late enough.
+// sample.
+//
+// A first look that found the change done says only that it took no longer.
+// Its sample is half a probe step earlier than that look, so that the
+// estimate keeps probing downwards and follows EC2 when it speeds up. When
+// the highest recent not-done look below it (another wait's) is two steps
+// or more below, the sample is a whole step earlier still: the next waits
+// look a tick earlier, and waves step down a tick at a time until a look
+// comes too early, which then costs one look more, at the tick the waves
+// know to be late enough. Without that, waits that all start at one point
+// of the grid (a burst of requests sent together) and whose estimate came
+// out a tick or more late, from the coarse bracket of the very first waits'
+// polling or a midpoint that fell just past a tick, look that late for
+// good: half a step below a look aligns up to that same look. Moving by a
+// whole step keeps the sample half a step from a tick, whatever the calls'
+// round trips add to the looks' times.
 func (l *latencies) observe(kind transition, notDoneAt, doneAt, probe time.Duration) {
-	sample := doneAt - probe/2
-	if notDoneAt > 0 {
-		sample = (notDoneAt + doneAt) / 2
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := append(l.samples[kind], sample)
+	var sample time.Duration
+	if notDoneAt > 0 {
+		sample = (notDoneAt + doneAt) / 2
+		l.notDone[kind] = keepRecent(l.notDone[kind], notDoneAt)
+	} else {
+		sample = doneAt - probe/2
+		if below, ok := highestBelow(l.notDone[kind], doneAt); ok && doneAt-below >= 2*probe {
+			sample -= probe
+		}
+	}
+	l.samples[kind] = keepRecent(l.samples[kind], sample)
+}
+
+// keepRecent appends d to s and drops the oldest beyond latencySamples.
+func keepRecent(s []time.Duration, d time.Duration) []time.Duration {
+	s = append(s, d)
 	if len(s) > latencySamples {
 		s = s[len(s)-latencySamples:]
 	}
-	l.samples[kind] = s
+	return s
+}
+
+// highestBelow returns the largest of looks that is below at, or false when
+// none is.
+func highestBelow(looks []time.Duration, at time.Duration) (time.Duration, bool) {
+	var best time.Duration
+	found := false
+	for _, d := range looks {
+		if d < at && (!found || d > best) {
+			best, found = d, true
+		}
+	}
+	return best, found
 }
 
 // waitTransition waits until check reports done, for a state change of kind
@@ -135,7 +176,16 @@ func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent tim
 		}
 		grid = c.pollGrid()
 		if due && notDoneAt == 0 {
-			next = alignUp(time.Now().Add(grid), grid)
+			// The tick after the one just looked at, counted from that
+			// tick: a step counted from the answer, which takes a batched
+			// call's time to come, skipped it whenever the call took longer
+			// than the look's distance to its tick, and the change, due
+			// then, was seen a whole tick late.
+			after := next.Add(grid)
+			if now := time.Now(); now.After(after) {
+				after = now
+			}
+			next = alignUp(after, grid)
 		} else {
 			next = alignUp(time.Now().Add(pause), grid)
 			pause = min(pause+pause/2, c.cfg.PollMaxInterval)

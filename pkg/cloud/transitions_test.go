@@ -42,6 +42,89 @@ func TestLatenciesLearn(t *testing.T) {
 	}
 }
 
+func TestLatenciesFirstLookDoneSample(t *testing.T) {
+	const step = 100 * time.Millisecond
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	tests := []struct {
+		name    string
+		notDone []time.Duration // earlier waits' last looks that found the change not done
+		doneAt  time.Duration   // this wait's first look, which found it done
+		want    time.Duration
+	}{
+		{name: "nothing known below", doneAt: ms(2200), want: ms(2150)},
+		{name: "a not-done look within a step below", notDone: []time.Duration{ms(2150)}, doneAt: ms(2200), want: ms(2150)},
+		{name: "the highest not-done look below is further than a step", notDone: []time.Duration{ms(1500), ms(1700)}, doneAt: ms(2200), want: ms(2050)},
+		{name: "not-done looks above are no bound", notDone: []time.Duration{ms(2900), ms(1800)}, doneAt: ms(2200), want: ms(2050)},
+		{name: "two steps below", notDone: []time.Duration{ms(2000)}, doneAt: ms(2200), want: ms(2050)},
+		{name: "just under two steps below", notDone: []time.Duration{ms(2010)}, doneAt: ms(2200), want: ms(2150)},
+		{name: "only not-done looks above", notDone: []time.Duration{ms(2900)}, doneAt: ms(2200), want: ms(2150)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLatencies()
+			for _, d := range tc.notDone {
+				l.observe(transitionCreate, d, d+step, step)
+			}
+			l.samples[transitionCreate] = nil
+			l.observe(transitionCreate, 0, tc.doneAt, step)
+			if got := l.samples[transitionCreate]; len(got) != 1 || got[0] != tc.want {
+				t.Fatalf("samples %v, want [%v]", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLatenciesFindTheEarliestTickInLockStep models waves of waits that all
+// start at one point of the grid, as a burst of requests sent together
+// does, for a change that takes 2.02 s, after the first wave's polling
+// bracketed it coarsely. Each wait looks as waitTransition does: when due,
+// then a step later, then a poll interval later. Every look's time carries
+// a call's round trip (7 ms). Whatever the bracket, the estimate must bring
+// the first look to the earliest tick at which the change is done (2.1 s)
+// within a few waves; before, half a step below a look that found it done
+// aligned up to that same look, and every wave looked a tick or more late.
+func TestLatenciesFindTheEarliestTickInLockStep(t *testing.T) {
+	const (
+		step    = 100 * time.Millisecond
+		poll    = 250 * time.Millisecond
+		trip    = 7 * time.Millisecond
+		latency = 2020 * time.Millisecond
+		wave    = 10
+	)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	tick := func(d time.Duration) time.Duration { return (d + step - 1) / step * step }
+	brackets := [][2]time.Duration{{ms(1700), ms(2600)}, {ms(1600), ms(2500)}, {ms(1900), ms(2200)}, {ms(2000), ms(2400)}}
+	for _, first := range brackets {
+		l := newLatencies()
+		for range wave {
+			l.observe(transitionCreate, first[0]+trip, first[1]+trip, step)
+		}
+		early := 0 // looks that found the change not done
+		var look time.Duration
+		for range 8 {
+			d, _ := l.expected(transitionCreate)
+			look = tick(d)
+			for range wave {
+				if look >= latency {
+					l.observe(transitionCreate, 0, look+trip, step)
+					continue
+				}
+				notDone, at := look, look+step
+				for early++; at < latency; early++ {
+					notDone, at = at, tick(at+poll)
+				}
+				l.observe(transitionCreate, notDone+trip, at+trip, step)
+			}
+		}
+		if look != ms(2100) {
+			t.Errorf("bracket %v: after 8 waves the first look is at %v, want 2.1s (the earliest tick after the change)", first, look)
+		}
+		if early > 2*wave {
+			t.Errorf("bracket %v: %d looks came too early over 8 waves of %d, want at most 2 waves' worth", first, early, wave)
+		}
+	}
+}
+
 func TestAlignUp(t *testing.T) {
 	base := time.Unix(1000, 0)
 	tests := []struct {
@@ -114,8 +197,34 @@ func TestWaitTransitionWhileThrottled(t *testing.T) {
 	if due := alignUp(sent.Add(50*time.Millisecond), coarse); looks[0].Before(due) {
 		t.Errorf("first look at %v, before the coarse grid's tick %v after the change was due", looks[0], due)
 	}
-	if gap := looks[1].Sub(looks[0]); gap < coarse {
-		t.Errorf("second look %v after the first, want a coarse step (%v), not the fine one (1ms)", gap, coarse)
+	if tick := looks[0].Truncate(coarse).Add(coarse); looks[1].Before(tick) {
+		t.Errorf("second look %v after the first, want it at the next coarse tick (%v steps), not a fine one (1ms)",
+			looks[1].Sub(looks[0]), coarse)
+	}
+}
+
+// TestWaitTransitionSecondLookIsTheNextTick: when the look at the due time
+// finds the change not done, the next look is at the following grid tick,
+// even when the look's call took a good part of a step: counted from the
+// call's answer, the step skipped that tick and the wait saw the change a
+// whole tick late.
+func TestWaitTransitionSecondLookIsTheNextTick(t *testing.T) {
+	const grid = 200 * time.Millisecond
+	c := &ec2Cloud{cfg: Config{PollInterval: 10 * time.Millisecond, PollMaxInterval: 20 * time.Millisecond, PollGrid: grid},
+		latencies: newLatencies(), throttles: &throttleClock{}}
+	c.latencies.observe(transitionAttach, 40*time.Millisecond, 60*time.Millisecond, time.Millisecond)
+	var looks []time.Time
+	err := c.waitTransition(context.Background(), transitionAttach, time.Now(), func(context.Context) (bool, string, error) {
+		looks = append(looks, time.Now())
+		time.Sleep(grid * 3 / 10) // a slow batched call
+		return len(looks) == 2, "attaching", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tick := looks[0].Truncate(grid)
+	if next := tick.Add(grid); looks[1].Before(next) || !looks[1].Before(next.Add(grid)) {
+		t.Fatalf("second look %v after the first look's tick, want at the next tick (%v after it)", looks[1].Sub(tick), grid)
 	}
 }
 
