@@ -42,6 +42,10 @@ func TestLatenciesLearn(t *testing.T) {
 	}
 }
 
+// TestLatenciesFirstLookDoneSample: a first look that found the change done
+// teaches half a step less than its time, and a whole step less again when
+// the highest not-done look of recent waits below it is two steps or more
+// below; not-done looks above it bound nothing.
 func TestLatenciesFirstLookDoneSample(t *testing.T) {
 	const step = 100 * time.Millisecond
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -78,7 +82,8 @@ func TestLatenciesFirstLookDoneSample(t *testing.T) {
 // start at one point of the grid, as a burst of requests sent together
 // does, for a change that takes 2.02 s, after the first wave's polling
 // bracketed it coarsely. Each wait looks as waitTransition does: when due,
-// then a step later, then a poll interval later. Every look's time carries
+// then a step later, then poll intervals later (kept at 250 ms here, where
+// waitTransition lets them grow). Every look's time carries
 // a call's round trip (7 ms). Whatever the bracket, the estimate must bring
 // the first look to the earliest tick at which the change is done (2.1 s)
 // within a few waves; before, half a step below a look that found it done
