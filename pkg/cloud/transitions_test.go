@@ -83,11 +83,11 @@ func TestLatenciesFirstLookDoneSample(t *testing.T) {
 // does, for a change that takes 2.02 s, after the first wave's polling
 // bracketed it coarsely. Each wait looks as waitTransition does: when due,
 // then a step later, then poll intervals later (kept at 250 ms here, where
-// waitTransition lets them grow). Every look's time carries
-// a call's round trip (7 ms). Whatever the bracket, the estimate must bring
-// the first look to the earliest tick at which the change is done (2.1 s)
-// within a few waves; before, half a step below a look that found it done
-// aligned up to that same look, and every wave looked a tick or more late.
+// waitTransition lets them grow). Every look's time carries a call's round
+// trip (7 ms). Whatever the bracket, the estimate must bring the first look
+// to the earliest tick at which the change is done (2.1 s) within a few
+// waves; before, half a step below a look that found it done aligned up to
+// that same look, and every wave looked a tick or more late.
 func TestLatenciesFindTheEarliestTickInLockStep(t *testing.T) {
 	const (
 		step    = 100 * time.Millisecond
