@@ -51,6 +51,13 @@ type Config struct {
 	// A wait for a change EC2 has made before is first looked at when the
 	// changes of its kind recently took, and only then with these pauses.
 	PollInterval time.Duration
+	// ColdFirstLook is when a wait for a kind of change no wait of this
+	// process has seen yet first looks, after the request (default 1s): EC2
+	// takes longer than that to create, attach, detach or modify an EBS
+	// volume, so earlier looks only find the change not done. Each look
+	// after it comes half as late again as the one before (see
+	// waitTransition).
+	ColdFirstLook time.Duration
 	// PollGrid aligns every look of a wait to a multiple of it on the
 	// clock (default 100ms), so that concurrent waits look at the same
 	// moments and share their Describe calls.
@@ -108,6 +115,7 @@ func (c Config) withDefaults() Config {
 	def(&c.BatchMaxDelay, 200*time.Millisecond)
 	def(&c.BatchIdleDelay, 5*time.Millisecond)
 	def(&c.PollInterval, 250*time.Millisecond)
+	def(&c.ColdFirstLook, time.Second)
 	def(&c.PollGrid, 100*time.Millisecond)
 	def(&c.ThrottledPollGrid, time.Second)
 	def(&c.PollMaxInterval, 5*time.Second)

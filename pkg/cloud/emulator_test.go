@@ -20,6 +20,7 @@ func testConfig() Config {
 	return Config{
 		BatchMaxDelay:   5 * time.Millisecond,
 		PollInterval:    5 * time.Millisecond,
+		ColdFirstLook:   5 * time.Millisecond,
 		PollMaxInterval: 50 * time.Millisecond,
 		// Throttling tests keep their lookups quick too.
 		ThrottledPollGrid: 50 * time.Millisecond,

@@ -35,7 +35,7 @@ const latencySamples = 25
 // step of the change. It is safe for concurrent use.
 type latencies struct {
 	mu      sync.Mutex
-	samples map[transition][]time.Duration // most recent last
+	samples map[transition][]latencySample // most recent last
 	// notDone holds, per kind, the last look of each recent wait that found
 	// the change not done yet (most recent last): each is a time the change
 	// took longer than, which bounds how far below a first look's time the
@@ -43,8 +43,17 @@ type latencies struct {
 	notDone map[transition][]time.Duration
 }
 
+// latencySample is one wait's estimate of how long its change took.
+type latencySample struct {
+	d time.Duration
+	// stepped is how much earlier than its wait saw the change the sample
+	// was put (zero: not), a guess that the change is done a tick earlier,
+	// which a look that finds it not done then takes back (see observe).
+	stepped time.Duration
+}
+
 func newLatencies() *latencies {
-	return &latencies{samples: map[transition][]time.Duration{}, notDone: map[transition][]time.Duration{}}
+	return &latencies{samples: map[transition][]latencySample{}, notDone: map[transition][]time.Duration{}}
 }
 
 // expected returns the median of the recent samples of kind, or false when
@@ -56,7 +65,10 @@ func (l *latencies) expected(kind transition) (time.Duration, bool) {
 	if len(s) == 0 {
 		return 0, false
 	}
-	sorted := slices.Clone(s)
+	sorted := make([]time.Duration, len(s))
+	for i, v := range s {
+		sorted[i] = v.d
+	}
 	slices.Sort(sorted)
 	return sorted[len(sorted)/2], true
 }
@@ -69,36 +81,46 @@ func (l *latencies) expected(kind transition) (time.Duration, bool) {
 // A first look that found the change done says only that it took no longer.
 // Its sample is half a probe step earlier than that look, so that the
 // estimate keeps probing downwards and follows EC2 when it speeds up. When
-// the highest recent not-done look below it (another wait's) is two steps
-// or more below, the sample is a whole step earlier still: the next waits
-// look a tick earlier, and waves step down a tick at a time until a look
-// comes too early, which then costs one look more, at the tick the waves
-// know to be late enough. Without that, waits that all start at one point
-// of the grid (a burst of requests sent together) and whose estimate came
-// out a tick or more late, from the coarse bracket of the very first waits'
-// polling or a midpoint that fell just past a tick, look that late for
-// good: half a step below a look aligns up to that same look. Moving by a
-// whole step keeps the sample half a step from a tick, whatever the calls'
-// round trips add to the looks' times.
+// no recent not-done look (another wait's) is below it, or the highest
+// below is two steps or more below, the sample is a whole step earlier
+// still: the next waits look a tick earlier, and waves step down a tick at
+// a time until a look comes too early. Without that, waits that all start
+// at one point of the grid (a burst of requests sent together) and whose
+// estimate came out a tick or more late, from the coarse bracket of the
+// very first waits' looks, a midpoint that fell just past a tick, or a
+// first look that already found the change done, look that late for good:
+// half a step below a look aligns up to that same look. Moving by a whole
+// step keeps the sample half a step from a tick, whatever the calls' round
+// trips add to the looks' times.
+//
+// A look that found the change not done takes back the steps of the samples
+// below it: they pointed at a tick now known to be too early, and left in
+// place they kept the median there, so that the next wave of waits looked
+// too early again.
 func (l *latencies) observe(kind transition, notDoneAt, doneAt, probe time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var sample time.Duration
+	var sample latencySample
 	if notDoneAt > 0 {
-		sample = (notDoneAt + doneAt) / 2
+		sample.d = (notDoneAt + doneAt) / 2
 		l.notDone[kind] = keepRecent(l.notDone[kind], notDoneAt)
+		for i, s := range l.samples[kind] {
+			if s.stepped > 0 && s.d < notDoneAt {
+				l.samples[kind][i] = latencySample{d: s.d + s.stepped}
+			}
+		}
 	} else {
-		sample = doneAt - probe/2
-		if below, ok := highestBelow(l.notDone[kind], doneAt); ok && doneAt-below >= 2*probe {
-			sample -= probe
+		sample.d = doneAt - probe/2
+		if below, ok := highestBelow(l.notDone[kind], doneAt); !ok || doneAt-below >= 2*probe {
+			sample = latencySample{d: sample.d - probe, stepped: probe}
 		}
 	}
 	l.samples[kind] = keepRecent(l.samples[kind], sample)
 }
 
-// keepRecent appends d to s and drops the oldest beyond latencySamples.
-func keepRecent(s []time.Duration, d time.Duration) []time.Duration {
-	s = append(s, d)
+// keepRecent appends v to s and drops the oldest beyond latencySamples.
+func keepRecent[T any](s []T, v T) []T {
+	s = append(s, v)
 	if len(s) > latencySamples {
 		s = s[len(s)-latencySamples:]
 	}
@@ -143,8 +165,11 @@ func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent tim
 	// done then, it is imminent, and the second look follows a grid step
 	// later instead of a poll step.
 	due := false
+	// cold: when a wait with no estimate to go by meant to look, after the
+	// send.
+	cold := c.cfg.ColdFirstLook
 	if learn {
-		first := c.cfg.PollInterval
+		first := cold
 		if d, ok := c.latencies.expected(kind); ok {
 			first, due = d, true
 		}
@@ -175,7 +200,8 @@ func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent tim
 			return nil
 		}
 		grid = c.pollGrid()
-		if due && notDoneAt == 0 {
+		switch {
+		case due && notDoneAt == 0:
 			// The tick after the one just looked at, counted from that
 			// tick: a step counted from the answer, which takes a batched
 			// call's time to come, skipped it whenever the call took longer
@@ -186,7 +212,19 @@ func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent tim
 				after = now
 			}
 			next = alignUp(after, grid)
-		} else {
+		case learn && !due:
+			// No estimate yet: the next look half as late again after the
+			// send as this one was meant to be, so that the looks either
+			// side of the change are at most a third of its time apart
+			// (the midpoint the next waits start from is within a sixth of
+			// it) after a few looks whatever EC2's speed. Counted from the
+			// send, not from this look, the grid's rounding does not add up.
+			cold += min(max(cold/2, c.cfg.PollInterval), c.cfg.PollMaxInterval)
+			next = alignUp(sent.Add(cold), grid)
+			if now := time.Now(); next.Before(now) {
+				next = alignUp(now, grid)
+			}
+		default:
 			next = alignUp(time.Now().Add(pause), grid)
 			pause = min(pause+pause/2, c.cfg.PollMaxInterval)
 		}

@@ -3,6 +3,7 @@ package cloud
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,7 +46,7 @@ func TestLatenciesLearn(t *testing.T) {
 // TestLatenciesFirstLookDoneSample: a first look that found the change done
 // teaches half a step less than its time, and a whole step less again when
 // the highest not-done look of recent waits below it is two steps or more
-// below; not-done looks above it bound nothing.
+// below, or when none is below; not-done looks above it bound nothing.
 func TestLatenciesFirstLookDoneSample(t *testing.T) {
 	const step = 100 * time.Millisecond
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -55,13 +56,13 @@ func TestLatenciesFirstLookDoneSample(t *testing.T) {
 		doneAt  time.Duration   // this wait's first look, which found it done
 		want    time.Duration
 	}{
-		{name: "nothing known below", doneAt: ms(2200), want: ms(2150)},
+		{name: "nothing known below", doneAt: ms(2200), want: ms(2050)},
 		{name: "a not-done look within a step below", notDone: []time.Duration{ms(2150)}, doneAt: ms(2200), want: ms(2150)},
 		{name: "the highest not-done look below is further than a step", notDone: []time.Duration{ms(1500), ms(1700)}, doneAt: ms(2200), want: ms(2050)},
 		{name: "not-done looks above are no bound", notDone: []time.Duration{ms(2900), ms(1800)}, doneAt: ms(2200), want: ms(2050)},
 		{name: "two steps below", notDone: []time.Duration{ms(2000)}, doneAt: ms(2200), want: ms(2050)},
 		{name: "just under two steps below", notDone: []time.Duration{ms(2010)}, doneAt: ms(2200), want: ms(2150)},
-		{name: "only not-done looks above", notDone: []time.Duration{ms(2900)}, doneAt: ms(2200), want: ms(2150)},
+		{name: "only not-done looks above", notDone: []time.Duration{ms(2900)}, doneAt: ms(2200), want: ms(2050)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,8 +72,62 @@ func TestLatenciesFirstLookDoneSample(t *testing.T) {
 			}
 			l.samples[transitionCreate] = nil
 			l.observe(transitionCreate, 0, tc.doneAt, step)
-			if got := l.samples[transitionCreate]; len(got) != 1 || got[0] != tc.want {
+			if got := l.samples[transitionCreate]; len(got) != 1 || got[0].d != tc.want {
 				t.Fatalf("samples %v, want [%v]", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLatenciesTakeBackRefutedSteps: a look that found the change not done
+// raises, by the step, the samples that were stepped a tick earlier than
+// their waits saw and lie below that look; samples measured between two
+// looks, and steps the look does not contradict, stay.
+func TestLatenciesTakeBackRefutedSteps(t *testing.T) {
+	const step = 100 * time.Millisecond
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	tests := []struct {
+		name    string
+		before  []latencySample
+		notDone time.Duration // the look that found the change not done
+		want    []latencySample
+	}{
+		{
+			name:    "a step below the look is taken back",
+			before:  []latencySample{{d: ms(1950), stepped: step}},
+			notDone: ms(1990),
+			want:    []latencySample{{d: ms(2050)}},
+		},
+		{
+			name:    "a step above the look stands",
+			before:  []latencySample{{d: ms(2050), stepped: step}},
+			notDone: ms(1990),
+			want:    []latencySample{{d: ms(2050), stepped: step}},
+		},
+		{
+			name:    "a measured sample below the look stands",
+			before:  []latencySample{{d: ms(1950)}},
+			notDone: ms(1990),
+			want:    []latencySample{{d: ms(1950)}},
+		},
+		{
+			name:    "a sample taken back is not taken back twice",
+			before:  []latencySample{{d: ms(1950), stepped: step}},
+			notDone: ms(2200),
+			want:    []latencySample{{d: ms(2050)}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLatencies()
+			l.samples[transitionDetach] = slices.Clone(tc.before)
+			l.observe(transitionDetach, tc.notDone, tc.notDone+step, step)
+			got := l.samples[transitionDetach]
+			if len(got) != len(tc.want)+1 {
+				t.Fatalf("samples %v, want %v and the new one", got, tc.want)
+			}
+			if !slices.Equal(got[:len(tc.want)], tc.want) {
+				t.Fatalf("earlier samples %v, want %v", got[:len(tc.want)], tc.want)
 			}
 		})
 	}
@@ -87,7 +142,10 @@ func TestLatenciesFirstLookDoneSample(t *testing.T) {
 // trip (7 ms). Whatever the bracket, the estimate must bring the first look
 // to the earliest tick at which the change is done (2.1 s) within a few
 // waves; before, half a step below a look that found it done aligned up to
-// that same look, and every wave looked a tick or more late.
+// that same look, and every wave looked a tick or more late. And one wave
+// that looked too early must be enough: before stepped samples were taken
+// back, the median still pointed at the tick found too early, and the next
+// wave looked there again.
 func TestLatenciesFindTheEarliestTickInLockStep(t *testing.T) {
 	const (
 		step    = 100 * time.Millisecond
@@ -98,7 +156,7 @@ func TestLatenciesFindTheEarliestTickInLockStep(t *testing.T) {
 	)
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	tick := func(d time.Duration) time.Duration { return (d + step - 1) / step * step }
-	brackets := [][2]time.Duration{{ms(1700), ms(2600)}, {ms(1600), ms(2500)}, {ms(1900), ms(2200)}, {ms(2000), ms(2400)}}
+	brackets := [][2]time.Duration{{ms(1700), ms(2600)}, {ms(1600), ms(2500)}, {ms(1900), ms(2200)}, {ms(2000), ms(2400)}, {ms(1500), ms(2300)}}
 	for _, first := range brackets {
 		l := newLatencies()
 		for range wave {
@@ -124,8 +182,8 @@ func TestLatenciesFindTheEarliestTickInLockStep(t *testing.T) {
 		if look != ms(2100) {
 			t.Errorf("bracket %v: after 8 waves the first look is at %v, want 2.1s (the earliest tick after the change)", first, look)
 		}
-		if early > 2*wave {
-			t.Errorf("bracket %v: %d looks came too early over 8 waves of %d, want at most 2 waves' worth", first, early, wave)
+		if early > wave {
+			t.Errorf("bracket %v: %d looks came too early over 8 waves of %d, want at most one wave's worth", first, early, wave)
 		}
 	}
 }
@@ -231,6 +289,50 @@ func TestWaitTransitionSecondLookIsTheNextTick(t *testing.T) {
 	if next := tick.Add(grid); looks[1].Before(next) || !looks[1].Before(next.Add(grid)) {
 		t.Fatalf("second look %v after the first look's tick, want at the next tick (%v after it)", looks[1].Sub(tick), grid)
 	}
+}
+
+// TestWaitTransitionColdLooksOnALadder: a wait for a kind no wait has seen
+// yet looks first ColdFirstLook after the send, and each look after that
+// half as late again after the send as the one before, not PollInterval
+// after the last: the looks around the change are then at most a third of
+// its time apart whatever EC2's speed, in a few looks. The step from one
+// look to the next is at most PollMaxInterval.
+func TestWaitTransitionColdLooksOnALadder(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	t.Run("ladder", func(t *testing.T) {
+		c := &ec2Cloud{cfg: Config{ColdFirstLook: ms(40), PollInterval: ms(5), PollMaxInterval: time.Second, PollGrid: time.Millisecond},
+			latencies: newLatencies(), throttles: &throttleClock{}}
+		sent := time.Now()
+		var looks []time.Duration
+		err := c.waitTransition(context.Background(), transitionCreate, sent, func(context.Context) (bool, string, error) {
+			looks = append(looks, time.Since(sent))
+			return len(looks) == 4, "creating", nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []time.Duration{ms(40), ms(60), ms(90), ms(135)} {
+			if looks[i] < want {
+				t.Errorf("look %d at %v after the send, want none before %v (looks %v)", i+1, looks[i], want, looks)
+			}
+		}
+	})
+	t.Run("capped", func(t *testing.T) {
+		c := &ec2Cloud{cfg: Config{ColdFirstLook: ms(200), PollInterval: ms(5), PollMaxInterval: ms(10), PollGrid: time.Millisecond},
+			latencies: newLatencies(), throttles: &throttleClock{}}
+		sent := time.Now()
+		var looks []time.Duration
+		err := c.waitTransition(context.Background(), transitionCreate, sent, func(context.Context) (bool, string, error) {
+			looks = append(looks, time.Since(sent))
+			return len(looks) == 2, "creating", nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if looks[1] < ms(210) || looks[1] >= ms(260) {
+			t.Errorf("second look %v after the send, want PollMaxInterval (10ms) after the first was meant to be (200ms), not half as late again (300ms)", looks[1])
+		}
+	})
 }
 
 // TestAwaitLookupTickGivesUpWithItsContext: a request whose context ends

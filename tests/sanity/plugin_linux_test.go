@@ -34,6 +34,7 @@ var (
 	sanityCloudConfig = cloud.Config{
 		BatchMaxDelay:   2 * time.Millisecond,
 		PollInterval:    10 * time.Millisecond,
+		ColdFirstLook:   10 * time.Millisecond,
 		PollMaxInterval: 100 * time.Millisecond,
 		MaxRetryBackoff: 200 * time.Millisecond,
 		// The emulator's reads are consistent here; a new snapshot name

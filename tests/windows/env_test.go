@@ -31,6 +31,7 @@ func startCloud(t *testing.T) (*emulatortest.Env, *controller.Service) {
 	c, err := cloud.New(ctx, cloud.Config{
 		BatchMaxDelay:   2 * time.Millisecond,
 		PollInterval:    10 * time.Millisecond,
+		ColdFirstLook:   10 * time.Millisecond,
 		PollMaxInterval: 100 * time.Millisecond,
 		MaxRetryBackoff: 200 * time.Millisecond,
 	})

@@ -35,6 +35,7 @@ func testCloudConfig() cloud.Config {
 	return cloud.Config{
 		BatchMaxDelay:   5 * time.Millisecond,
 		PollInterval:    10 * time.Millisecond,
+		ColdFirstLook:   10 * time.Millisecond,
 		PollMaxInterval: 50 * time.Millisecond,
 		// Throttling tests keep their lookups quick too.
 		ThrottledPollGrid: 50 * time.Millisecond,
