@@ -26,9 +26,10 @@ import (
 // process is a binary the benchmark started, with its log in the run's
 // directory. It is killed when the test ends.
 type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
+	name   string
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{} // closed when the process has ended
 }
 
 // start runs bin with args and env (added to this process's), its output in
@@ -46,21 +47,30 @@ func start(t *testing.T, dir, name, bin string, env []string, args ...string) *p
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
-	p := &process{name: name, cmd: cmd, log: log}
+	p := &process{name: name, cmd: cmd, log: log, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
 		// Stopped as Kubernetes stops a pod: SIGTERM, then SIGKILL.
 		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-p.exited:
 		case <-time.After(20 * time.Second):
 			_ = cmd.Process.Kill()
-			<-done
+			<-p.exited
 		}
 		_ = f.Close()
 	})
 	return p
+}
+
+// hasExited reports whether the process has ended.
+func (p *process) hasExited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // usage is what /proc says a process has used: CPU in clock ticks (user and
@@ -128,30 +138,49 @@ type emulator struct {
 	ec2, imds, admin string // base URLs
 }
 
+// emulatorStartAttempts is how many times startEmulator picks ports: a
+// port found free can be taken, before the emulator binds it, by another
+// process's outgoing connection (the loopback ports freePort hands out are
+// the kernel's ephemeral ones).
+const emulatorStartAttempts = 3
+
 // startEmulator runs ec2-emulator with the given extra flags, listening on
-// free loopback ports, and waits until it answers.
+// free loopback ports, and waits until it answers. An emulator that could
+// not bind a port is started again on others.
 func startEmulator(t *testing.T, dir, name string, args ...string) *emulator {
 	t.Helper()
-	ports := [3]int{freePort(t), freePort(t), freePort(t)}
-	e := &emulator{
-		ec2:   fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
-		imds:  fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
-		admin: fmt.Sprintf("http://127.0.0.1:%d", ports[2]),
-	}
-	all := append([]string{
-		fmt.Sprintf("--listen=127.0.0.1:%d", ports[0]), fmt.Sprintf("--imds-listen=127.0.0.1:%d", ports[1]),
-		fmt.Sprintf("--admin-listen=127.0.0.1:%d", ports[2]),
-	}, args...)
-	e.process = start(t, dir, name, binary(t, "ec2-emulator"), nil, all...)
-	waitFor(t, name+" to answer", time.Minute, func() bool {
-		resp, err := http.Get(e.admin + "/healthz")
-		if err != nil {
-			return false
+	for attempt := 1; ; attempt++ {
+		ports := [3]int{freePort(t), freePort(t), freePort(t)}
+		e := &emulator{
+			ec2:   fmt.Sprintf("http://127.0.0.1:%d", ports[0]),
+			imds:  fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+			admin: fmt.Sprintf("http://127.0.0.1:%d", ports[2]),
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return e
+		all := append([]string{
+			fmt.Sprintf("--listen=127.0.0.1:%d", ports[0]), fmt.Sprintf("--imds-listen=127.0.0.1:%d", ports[1]),
+			fmt.Sprintf("--admin-listen=127.0.0.1:%d", ports[2]),
+		}, args...)
+		e.process = start(t, dir, name, binary(t, "ec2-emulator"), nil, all...)
+		waitFor(t, name+" to answer", time.Minute, func() bool {
+			if e.hasExited() {
+				return true
+			}
+			resp, err := http.Get(e.admin + "/healthz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
+		if !e.hasExited() {
+			return e
+		}
+		log, _ := os.ReadFile(e.log)
+		if !strings.Contains(string(log), "address already in use") || attempt == emulatorStartAttempts {
+			t.Fatalf("%s ended before it answered; its log:\n%s", name, log)
+		}
+		t.Logf("%s could not bind a port found free (attempt %d); starting it on others", name, attempt)
+	}
 }
 
 // callsPattern reads one sample of ec2_emulator_api_requests_total.
