@@ -146,15 +146,17 @@ func highestBelow(looks []time.Duration, at time.Duration) (time.Duration, bool)
 // from the call, a request the SDK held back for seconds would have its
 // first look come before the shared ones (a call of its own that finds the
 // change not done) and teach the estimate the delay. Its first look is when
-// changes of that kind recently took (or after PollInterval when none was
-// seen yet); when that look finds the change not done, the next is a grid
-// step later, the ones after PollInterval apart and then half as long again
-// each time, up to PollMaxInterval. Every look is aligned to the poll grid
-// (PollGrid, coarser while EC2 throttles: see pollGrid), so concurrent waits
-// look together and share a batched call. What it sees teaches the estimate.
-// A zero sent means the change was found under way, begun by a request this
-// process did not time: the wait looks at once, as poll does, and learns
-// nothing, since it cannot tell how long the change took.
+// changes of that kind recently took; when that look finds the change not
+// done, the next is a grid step later, the ones after PollInterval apart and
+// then half as long again each time, up to PollMaxInterval. When no change
+// of the kind was seen yet, the looks are ColdFirstLook after the send and
+// then each half as late again after it (a step up to PollMaxInterval).
+// Every look is aligned to the poll grid (PollGrid, coarser while EC2
+// throttles: see pollGrid), so concurrent waits look together and share a
+// batched call. What it sees teaches the estimate. A zero sent means the
+// change was found under way, begun by a request this process did not time:
+// the wait looks at once, as poll does, and learns nothing, since it cannot
+// tell how long the change took.
 func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent time.Time, check pollCheck) error {
 	learn := !sent.IsZero()
 	next := time.Now()
