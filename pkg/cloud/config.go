@@ -140,6 +140,8 @@ type ec2Cloud struct {
 	lookups *lookups
 	// latencies learns how long EC2's state changes take (waitTransition).
 	latencies *latencies
+	// looks counts the waits' looks booked per grid tick (awaitLook).
+	looks lookBook
 	// throttles knows whether EC2 throttles this process now (pollGrid).
 	throttles *throttleClock
 	sends     *sendLog

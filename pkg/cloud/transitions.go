@@ -181,7 +181,8 @@ func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent tim
 	var notDoneAt time.Duration
 	status := "not looked at yet"
 	for {
-		if err := sleepUntil(ctx, next); err != nil {
+		var err error
+		if next, err = c.awaitLook(ctx, next, grid); err != nil {
 			return stillInProgress(ctx, status)
 		}
 		done, s, err := check(ctx)
@@ -232,6 +233,29 @@ func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent tim
 		}
 		notDoneAt = at
 	}
+}
+
+// awaitLook books a wait's look at next (see lookBook) and sleeps until
+// then. A wait alone on that tick, with others booked on the next one of
+// the fine grid, sleeps until that one instead, to look in their call: one
+// call fewer for a grid step more of this wait. On the coarse grid used
+// while EC2 throttles a step is too long to wait for that. It returns the
+// tick to look at, or ctx's error.
+func (c *ec2Cloud) awaitLook(ctx context.Context, next time.Time, grid time.Duration) (time.Time, error) {
+	c.looks.book(next)
+	if err := sleepUntil(ctx, next); err != nil {
+		c.looks.cancel(next)
+		return next, err
+	}
+	later := next.Add(grid)
+	if grid <= 0 || grid != c.cfg.PollGrid || !c.looks.joinLater(next, later) {
+		return next, nil
+	}
+	if err := sleepUntil(ctx, later); err != nil {
+		c.looks.cancel(later)
+		return later, err
+	}
+	return later, nil
 }
 
 // sentAt returns when the SDK sent the attempt that answered a call, from
