@@ -300,17 +300,7 @@ func TestWaitTransitionSecondLookIsTheNextTick(t *testing.T) {
 func TestWaitTransitionColdLooksOnALadder(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	t.Run("ladder", func(t *testing.T) {
-		c := &ec2Cloud{cfg: Config{ColdFirstLook: ms(40), PollInterval: ms(5), PollMaxInterval: time.Second, PollGrid: time.Millisecond},
-			latencies: newLatencies(), throttles: &throttleClock{}}
-		sent := time.Now()
-		var looks []time.Duration
-		err := c.waitTransition(context.Background(), transitionCreate, sent, func(context.Context) (bool, string, error) {
-			looks = append(looks, time.Since(sent))
-			return len(looks) == 4, "creating", nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		looks := coldLooks(t, Config{ColdFirstLook: ms(40), PollInterval: ms(5), PollMaxInterval: time.Second}, 4)
 		for i, want := range []time.Duration{ms(40), ms(60), ms(90), ms(135)} {
 			if looks[i] < want {
 				t.Errorf("look %d at %v after the send, want none before %v (looks %v)", i+1, looks[i], want, looks)
@@ -318,21 +308,30 @@ func TestWaitTransitionColdLooksOnALadder(t *testing.T) {
 		}
 	})
 	t.Run("capped", func(t *testing.T) {
-		c := &ec2Cloud{cfg: Config{ColdFirstLook: ms(200), PollInterval: ms(5), PollMaxInterval: ms(10), PollGrid: time.Millisecond},
-			latencies: newLatencies(), throttles: &throttleClock{}}
-		sent := time.Now()
-		var looks []time.Duration
-		err := c.waitTransition(context.Background(), transitionCreate, sent, func(context.Context) (bool, string, error) {
-			looks = append(looks, time.Since(sent))
-			return len(looks) == 2, "creating", nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		looks := coldLooks(t, Config{ColdFirstLook: ms(200), PollInterval: ms(5), PollMaxInterval: ms(10)}, 2)
 		if looks[1] < ms(210) || looks[1] >= ms(260) {
 			t.Errorf("second look %v after the send, want PollMaxInterval (10ms) after the first was meant to be (200ms), not half as late again (300ms)", looks[1])
 		}
 	})
+}
+
+// coldLooks runs a wait for a kind no wait has seen yet, on a 1 ms grid,
+// whose change is done at its nth look, and returns when each look came
+// after the send.
+func coldLooks(t *testing.T, cfg Config, n int) []time.Duration {
+	t.Helper()
+	cfg.PollGrid = time.Millisecond
+	c := &ec2Cloud{cfg: cfg, latencies: newLatencies(), throttles: &throttleClock{}}
+	sent := time.Now()
+	var looks []time.Duration
+	err := c.waitTransition(context.Background(), transitionCreate, sent, func(context.Context) (bool, string, error) {
+		looks = append(looks, time.Since(sent))
+		return len(looks) == n, "creating", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return looks
 }
 
 // TestAwaitLookupTickGivesUpWithItsContext: a request whose context ends
