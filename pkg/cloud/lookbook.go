@@ -11,13 +11,14 @@ const lookBookKeep = 10 * time.Second
 
 // lookBook counts, per grid tick, the waits that mean to look then, so that
 // a wait alone on its tick can look one tick later with the waits booked
-// there, in their batched call, instead of in a call of its own. Waits that
-// were sent together but fall due either side of a tick (their requests left
-// a millisecond apart, around the moment that puts the change on one tick or
-// the next) otherwise look on two ticks, and when one of them sees its change
-// a tick before the others, every request that follows it leaves a tick
-// before theirs: the group stays split, and each of its later waits costs two
-// calls. The zero value is ready for use, and it is safe for concurrent use.
+// there, in their batched call, instead of in a call of its own. When of
+// waits sent together one sees its change a tick before the others (its
+// request left a millisecond before the moment that puts the change on the
+// earlier tick, or its change finished a millisecond before a look they
+// shared), every request that follows it leaves a tick before theirs: the
+// group stays split, and each of its later waits costs two calls unless the
+// one ahead joins the others' tick. The zero value is ready for use, and it
+// is safe for concurrent use.
 type lookBook struct {
 	mu     sync.Mutex
 	booked map[int64]int // wall-clock nanoseconds of a tick → waits booked on it

@@ -217,11 +217,12 @@ func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent tim
 			next = alignUp(after, grid)
 		case learn && !due:
 			// No estimate yet: the next look half as late again after the
-			// send as this one was meant to be, so that the looks either
-			// side of the change are at most a third of its time apart
-			// (the midpoint the next waits start from is within a sixth of
-			// it) after a few looks whatever EC2's speed. Counted from the
-			// send, not from this look, the grid's rounding does not add up.
+			// send as this one was meant to be, so that of the two looks
+			// either side of the change the later is at most half as late
+			// again as the earlier, and the midpoint the next waits start
+			// from is within a quarter of the change's time of it, after a
+			// few looks whatever EC2's speed. Counted from the send, not
+			// from this look, the grid's rounding does not add up.
 			cold += min(max(cold/2, c.cfg.PollInterval), c.cfg.PollMaxInterval)
 			next = alignUp(sent.Add(cold), grid)
 			if now := time.Now(); next.Before(now) {

@@ -294,9 +294,10 @@ func TestWaitTransitionSecondLookIsTheNextTick(t *testing.T) {
 // TestWaitTransitionColdLooksOnALadder: a wait for a kind no wait has seen
 // yet looks first ColdFirstLook after the send, and each look after that
 // half as late again after the send as the one before, not PollInterval
-// after the last: the looks around the change are then at most a third of
-// its time apart whatever EC2's speed, in a few looks. The step from one
-// look to the next is at most PollMaxInterval.
+// after the last: of the looks either side of the change, the later is
+// then at most half as late again as the earlier, whatever EC2's speed, in
+// a few looks. The step from one look to the next is at most
+// PollMaxInterval.
 func TestWaitTransitionColdLooksOnALadder(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	t.Run("ladder", func(t *testing.T) {
