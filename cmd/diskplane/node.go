@@ -38,6 +38,8 @@ type nodeFlags struct {
 	emulatorLoopDevices       bool
 	luksPBKDFMemoryKiB        int
 	luksPBKDFTime             time.Duration
+	luksPBKDFIterations       int
+	luksMaxPBKDFMemoryKiB     int
 	windowsHostProcess        bool
 	csiProxyWait              time.Duration
 	tokenAudience             string
@@ -61,6 +63,11 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 		"memory cost in KiB of Argon2id in the LUKS2 headers the node writes (nodeEncryption: luks2): every open of the volume takes this much, on any node")
 	fs.DurationVar(&f.luksPBKDFTime, "luks-pbkdf-time", mounter.DefaultLUKSPBKDFTime,
 		"how long the key derivation of a new LUKS2 header is tuned to take on the node that formats it (cryptsetup --iter-time)")
+	fs.IntVar(&f.luksPBKDFIterations, "luks-pbkdf-iterations", 0,
+		"Argon2id's time cost (passes) in the LUKS2 headers the node writes, the same on every node; 0 tunes it on the formatting node to take --luks-pbkdf-time")
+	fs.IntVar(&f.luksMaxPBKDFMemoryKiB, "luks-max-pbkdf-memory", mounter.DefaultLUKSMaxPBKDFMemoryKiB,
+		"the most memory in KiB an Argon2 key slot of any LUKS header may take for the node to open it; a header beyond it (written elsewhere) is refused "+
+			"before cryptsetup could exceed the plugin's memory limit: raise both together. At least --luks-pbkdf-memory")
 	fs.BoolVar(&f.emulatorLoopDevices, "emulator-loop-devices", false,
 		"test-only: accept a loop device backed by <volume ID>.img as that volume, as the EC2 emulator attaches volumes to the host it plays; "+
 			"never on a real cloud, where a loop device proves nothing about which volume it is")
@@ -84,6 +91,13 @@ func (f *nodeFlags) validate() error {
 	}
 	if f.luksPBKDFMemoryKiB < 8*1024 || f.luksPBKDFMemoryKiB > 4*1024*1024 {
 		return fmt.Errorf("--luks-pbkdf-memory=%d: want 8192 (8 MiB) to 4194304 (4 GiB) KiB", f.luksPBKDFMemoryKiB)
+	}
+	if f.luksMaxPBKDFMemoryKiB < f.luksPBKDFMemoryKiB || f.luksMaxPBKDFMemoryKiB > 4*1024*1024 {
+		return fmt.Errorf("--luks-max-pbkdf-memory=%d: want --luks-pbkdf-memory (%d KiB) to 4194304 (4 GiB) KiB: the node must open what it writes",
+			f.luksMaxPBKDFMemoryKiB, f.luksPBKDFMemoryKiB)
+	}
+	if f.luksPBKDFIterations != 0 && (f.luksPBKDFIterations < 4 || f.luksPBKDFIterations > 1000) {
+		return fmt.Errorf("--luks-pbkdf-iterations=%d: want 0 (tune to --luks-pbkdf-time) or 4 to 1000 passes", f.luksPBKDFIterations)
 	}
 	if f.luksPBKDFTime < 10*time.Millisecond || f.luksPBKDFTime > time.Minute {
 		return fmt.Errorf("--luks-pbkdf-time=%s: want 10ms to 1m", f.luksPBKDFTime)
@@ -122,7 +136,7 @@ func buildNode(ctx context.Context, opts *options, reg prometheus.Registerer) (c
 		return nil, nil, err
 	}
 	m, err := mounter.New(mounter.Options{DeviceLinkDir: f.deviceLinkDir, CSIProxy: host, EmulatorLoopDevices: f.emulatorLoopDevices,
-		LUKSPBKDFMemoryKiB: f.luksPBKDFMemoryKiB, LUKSPBKDFTime: f.luksPBKDFTime})
+		LUKSPBKDFMemoryKiB: f.luksPBKDFMemoryKiB, LUKSPBKDFTime: f.luksPBKDFTime, LUKSPBKDFIterations: f.luksPBKDFIterations, LUKSMaxPBKDFMemoryKiB: f.luksMaxPBKDFMemoryKiB})
 	if err != nil {
 		return nil, nil, errors.Join(err, closeHost(host))
 	}

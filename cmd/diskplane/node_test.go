@@ -23,6 +23,11 @@ func TestNodeFlagValidation(t *testing.T) {
 		{args: []string{"--kubelet-registration-path=csi.sock"}, wantErr: "absolute"},
 		{args: []string{"--csi-proxy-wait=0s"}, wantErr: "positive"},
 		{args: []string{"--windows-host-process"}, wantErr: "for Windows nodes"},
+		{args: []string{"--luks-pbkdf-iterations=4"}},
+		{args: []string{"--luks-pbkdf-iterations=3"}, wantErr: "4 to 1000 passes"},
+		{args: []string{"--luks-max-pbkdf-memory=1048576"}},
+		{args: []string{"--luks-max-pbkdf-memory=16384"}, wantErr: "the node must open what it writes"},
+		{args: []string{"--luks-pbkdf-memory=262144", "--luks-max-pbkdf-memory=131072"}, wantErr: "the node must open what it writes"},
 	}
 	for _, tc := range tests {
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)

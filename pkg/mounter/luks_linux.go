@@ -24,11 +24,14 @@ const (
 	luksPBKDF   = "argon2id"
 )
 
-// LUKS2 header labels that tell whether the volume's mapping was ever
-// written. A header is formatted as unwritten; its mapping is zeroed where
-// the blank test reads, and only then is the label set to written, so a
-// crash between the format and the zeroing is completed by the next stage
-// instead of leaving a mapping of random bytes that no blank test accepts.
+// LUKS2 header labels that tell whether the volume's mapping was prepared.
+// A header is formatted as unwritten; its mapping is prepared (zeros
+// written where the blank test reads and nothing has written yet:
+// prepareMapping), and only then is the label set to written. Every open
+// of a header still labelled unwritten finishes the preparation, so a stage
+// interrupted between the format and the label is completed by the next
+// one, instead of leaving a mapping of random bytes that no blank test
+// accepts; the label only spares later opens the reading.
 const (
 	luksLabelUnwritten = "diskplane-unwritten"
 	luksLabelWritten   = "diskplane"
@@ -63,6 +66,13 @@ const cryptsetupLockDir = "/run/cryptsetup"
 // standard input, bounded by ctx. It returns the exit status (-1 when it did
 // not run) and what it printed.
 func (m *linuxMounter) cryptsetup(ctx context.Context, passphrase []byte, args ...string) (int, string, error) {
+	status, stdout, stderr, err := m.runCryptsetup(ctx, passphrase, args...)
+	return status, strings.TrimSpace(stdout + stderr), err
+}
+
+// runCryptsetup is cryptsetup with its standard output and standard error
+// apart, for the commands whose output is read (luksDump's JSON).
+func (m *linuxMounter) runCryptsetup(ctx context.Context, passphrase []byte, args ...string) (status int, stdout, stderr string, err error) {
 	if err := os.MkdirAll(cryptsetupLockDir, 0o700); err != nil {
 		klog.V(4).InfoS("Cannot make cryptsetup's lock directory; it runs without locks", "dir", cryptsetupLockDir, "err", err)
 	}
@@ -70,18 +80,20 @@ func (m *linuxMounter) cryptsetup(ctx context.Context, passphrase []byte, args .
 	if passphrase != nil {
 		cmd.SetStdin(bytes.NewReader(passphrase))
 	}
-	out, err := cmd.CombinedOutput()
-	text := strings.TrimSpace(string(out))
+	var out, errOut bytes.Buffer
+	cmd.SetStdout(&out)
+	cmd.SetStderr(&errOut)
+	err = cmd.Run()
 	var exit utilexec.ExitError
 	switch {
 	case err == nil:
-		return 0, text, nil
+		return 0, out.String(), errOut.String(), nil
 	case errors.As(err, &exit):
-		return exit.ExitStatus(), text, err
+		return exit.ExitStatus(), out.String(), errOut.String(), err
 	case errors.Is(err, utilexec.ErrExecutableNotFound):
-		return -1, text, fmt.Errorf("%w: cryptsetup is not installed", ErrEncryptionUnavailable)
+		return -1, out.String(), errOut.String(), fmt.Errorf("%w: cryptsetup is not installed", ErrEncryptionUnavailable)
 	default:
-		return -1, text, err
+		return -1, out.String(), errOut.String(), err
 	}
 }
 
@@ -106,28 +118,51 @@ func (m *linuxMounter) OpenEncrypted(ctx context.Context, volumeID, device strin
 	if err != nil {
 		return "", err
 	}
-	if mapping != "" {
-		if under != device {
-			return "", fmt.Errorf("%w: the open LUKS mapping %s of volume %s sits on %s, not on the volume's device %s; "+
-				"it is stale (close it with cryptsetup close %s once nothing uses it)", ErrWrongDevice, mappingName(volumeID), volumeID, under, device, mappingName(volumeID))
-		}
-		klog.V(4).InfoS("Reusing the open LUKS mapping", "volumeID", volumeID, "mapping", mapping, "device", device)
-		return mapping, nil
+	if mapping != "" && under != device {
+		return "", fmt.Errorf("%w: the open LUKS mapping %s of volume %s sits on %s, not on the volume's device %s; "+
+			"it is stale (close it with cryptsetup close %s once nothing uses it)", ErrWrongDevice, mappingName(volumeID), volumeID, under, device, mappingName(volumeID))
 	}
 	found, err := probe(m.exec, device)
 	if err != nil {
 		return "", err
 	}
 	switch {
-	case found.Blank():
-		if err := m.luksFormat(ctx, volumeID, device, key); err != nil {
+	case found.Filesystem == "crypto_LUKS":
+	case mapping == "" && found.Blank():
+		if found, err = m.luksFormat(ctx, volumeID, device, key); err != nil {
 			return "", err
 		}
-		found.Label = luksLabelUnwritten
-	case found.Filesystem == "crypto_LUKS":
+	case mapping != "":
+		return "", fmt.Errorf("%w: volume %s's LUKS mapping is open on %s, which now holds %s, not a LUKS header; "+
+			"nothing was written (close the mapping with cryptsetup close %s once nothing uses it)", ErrFilesystemMismatch, volumeID, device, found, mappingName(volumeID))
 	default:
 		return "", fmt.Errorf("%w: %s holds %s, not a LUKS header; refusing to encrypt or open it", ErrFilesystemMismatch, device, found)
 	}
+	header, err := m.readLUKSHeader(ctx, volumeID, device, found.Version)
+	if err != nil {
+		return "", err
+	}
+	if err := header.checkCost(volumeID, m.luks.maxMemoryKiB); err != nil {
+		return "", err
+	}
+	if mapping == "" {
+		if mapping, err = m.luksOpen(ctx, volumeID, device, passphrase); err != nil {
+			return "", err
+		}
+	} else if err := m.checkKeyAndGrow(ctx, volumeID, mapping, device, passphrase); err != nil {
+		return "", err
+	}
+	if found.Label == luksLabelUnwritten {
+		if err := m.finishPreparation(ctx, volumeID, device, mapping, header.DataOffset); err != nil {
+			return "", err
+		}
+	}
+	return mapping, nil
+}
+
+// luksOpen opens the volume's mapping with passphrase and returns its
+// device node. A new mapping spans its device.
+func (m *linuxMounter) luksOpen(ctx context.Context, volumeID, device string, passphrase []byte) (string, error) {
 	status, out, err := m.cryptsetup(ctx, passphrase, "open", "--type", "luks", "--allow-discards", "--key-file", "-", device, mappingName(volumeID))
 	switch {
 	case status == cryptsetupNoPermission:
@@ -135,75 +170,99 @@ func (m *linuxMounter) OpenEncrypted(ctx context.Context, volumeID, device strin
 	case err != nil:
 		return "", cryptsetupError(fmt.Sprintf("open the LUKS volume %s (%s)", volumeID, device), out, err)
 	}
-	if mapping, _, err = m.EncryptedMapping(volumeID); err != nil || mapping == "" {
+	mapping, _, err := m.EncryptedMapping(volumeID)
+	if err != nil || mapping == "" {
 		return "", fmt.Errorf("the LUKS mapping of volume %s did not appear after opening it: %v", volumeID, err)
 	}
 	klog.V(2).InfoS("Opened LUKS volume", "volumeID", volumeID, "device", device, "mapping", mapping)
-	if found.Label == luksLabelUnwritten {
-		if err := m.markWritten(ctx, volumeID, device, mapping); err != nil {
-			return "", err
-		}
-	}
 	return mapping, nil
 }
 
-// luksFormat writes a LUKS2 header, labelled unwritten, on a blank device.
-// It probes again right before, as format does before mkfs.
-func (m *linuxMounter) luksFormat(ctx context.Context, volumeID, device string, key LUKSKey) error {
-	found, err := probe(m.exec, device)
+// checkKeyAndGrow checks that passphrase opens a key slot of the header
+// under a mapping that was open already, so that a wrong or rotated secret
+// fails now, not at the next reboot; a mapping whose device grew is grown
+// with it, which checks the passphrase too.
+func (m *linuxMounter) checkKeyAndGrow(ctx context.Context, volumeID, mapping, device string, passphrase []byte) error {
+	short, err := m.mappingShort(ctx, volumeID, mapping, device)
 	if err != nil {
 		return err
 	}
-	if !found.Blank() {
-		return fmt.Errorf("%w: %s holds %s on a second look, though it was blank on the first; refusing to format it", ErrFilesystemMismatch, device, found)
+	if short {
+		return m.growMapping(ctx, volumeID, mapping, device, passphrase)
 	}
-	args := []string{"luksFormat", "--batch-mode", "--type", "luks2", "--cipher", luksCipher, "--key-size", luksKeyBits}
+	status, out, err := m.cryptsetup(ctx, passphrase, "open", "--test-passphrase", "--type", "luks", "--key-file", "-", device)
+	switch {
+	case status == cryptsetupNoPermission:
+		return fmt.Errorf("%w: volume %s (%s), whose mapping is open", ErrWrongPassphrase, volumeID, device)
+	case err != nil:
+		return cryptsetupError(fmt.Sprintf("check the passphrase of the LUKS volume %s (%s)", volumeID, device), out, err)
+	}
+	klog.V(4).InfoS("Reusing the open LUKS mapping; the passphrase opens its header", "volumeID", volumeID, "mapping", mapping, "device", device)
+	return nil
+}
+
+// luksFormat writes a LUKS2 header, labelled unwritten, on a blank device,
+// and returns what the device then holds. It probes again right before, as
+// format does before mkfs, and also reads where the mapping's first probe
+// window will lie (the data offset), which the blank test does not: what a
+// later blank test reads through the mapping must be what nothing ever
+// wrote (see finishPreparation).
+func (m *linuxMounter) luksFormat(ctx context.Context, volumeID, device string, key LUKSKey) (deviceContent, error) {
+	found, err := probe(m.exec, device)
+	if err != nil {
+		return deviceContent{}, err
+	}
+	if !found.Blank() {
+		return deviceContent{}, fmt.Errorf("%w: %s holds %s on a second look, though it was blank on the first; refusing to format it", ErrFilesystemMismatch, device, found)
+	}
+	zeros, err := windowIsZero(device, luksDataOffset)
+	if err != nil {
+		return deviceContent{}, fmt.Errorf("read %s where its LUKS2 data will begin: %w", device, err)
+	}
+	if !zeros {
+		return deviceContent{}, fmt.Errorf("%w: %s reads as blank at both ends but holds data at %d MiB, where its LUKS2 data would begin; refusing to format it",
+			ErrFilesystemMismatch, device, luksDataOffset>>20)
+	}
+	args := []string{"luksFormat", "--batch-mode", "--type", "luks2", "--cipher", luksCipher, "--key-size", luksKeyBits,
+		"--offset", strconv.Itoa(luksDataOffsetSectors)}
 	if key.Random {
 		args = append(args, "--pbkdf", "pbkdf2", "--hash", "sha256", "--pbkdf-force-iterations", strconv.Itoa(minPBKDF2Iterations))
 	} else {
-		args = append(args, "--pbkdf", luksPBKDF, "--pbkdf-memory", strconv.Itoa(m.luks.memoryKiB), "--iter-time", strconv.FormatInt(m.luks.time.Milliseconds(), 10))
+		args = append(args, "--pbkdf", luksPBKDF, "--pbkdf-memory", strconv.Itoa(m.luks.memoryKiB))
+		if m.luks.iterations > 0 {
+			args = append(args, "--pbkdf-force-iterations", strconv.Itoa(m.luks.iterations))
+		} else {
+			args = append(args, "--iter-time", strconv.FormatInt(m.luks.time.Milliseconds(), 10))
+		}
 	}
 	args = append(args, "--label", luksLabelUnwritten, "--key-file", "-", device)
 	klog.V(2).InfoS("Formatting blank device as LUKS2", "volumeID", volumeID, "device", device, "randomKey", key.Random, "pbkdfMemoryKiB", m.luks.memoryKiB)
 	if _, out, err := m.cryptsetup(ctx, key.Secret, args...); err != nil {
-		return cryptsetupError(fmt.Sprintf("format volume %s (%s) as LUKS2", volumeID, device), out, err)
+		return deviceContent{}, cryptsetupError(fmt.Sprintf("format volume %s (%s) as LUKS2", volumeID, device), out, err)
 	}
-	return nil
+	return deviceContent{Filesystem: "crypto_LUKS", Version: "2", Label: luksLabelUnwritten}, nil
 }
 
-// markWritten zeroes a new mapping's first and last MiB, where the blank
-// test reads (a new mapping decrypts the device's zeros to random bytes),
-// and then labels the header written. Done again after a crash, it zeroes
-// what nothing has written yet: the label changes only after the zeroing.
-func (m *linuxMounter) markWritten(ctx context.Context, volumeID, device, mapping string) error {
-	if err := zeroEnds(mapping); err != nil {
+// finishPreparation completes a header labelled unwritten: its mapping is
+// prepared (prepareMapping) and the header labelled written. It runs
+// whenever the label says unwritten, whether the mapping was opened just
+// now or found open, so a stage interrupted anywhere between luksFormat and
+// the label is finished by the next one — and since preparation writes
+// only where nothing was ever written, finishing it over a mapping that
+// has since been written (a filesystem made before the label was set)
+// changes no byte of it.
+func (m *linuxMounter) finishPreparation(ctx context.Context, volumeID, device, mapping string, dataOffset int64) error {
+	if dataOffset <= 0 {
+		return fmt.Errorf("volume %s's LUKS header is labelled %s but gives no data offset; refusing to prepare its mapping", volumeID, luksLabelUnwritten)
+	}
+	if err := prepareMapping(device, mapping, dataOffset); err != nil {
 		return fmt.Errorf("prepare the new LUKS mapping of volume %s: %w", volumeID, err)
 	}
 	if _, out, err := m.cryptsetup(ctx, nil, "config", "--label", luksLabelWritten, device); err != nil {
 		return cryptsetupError(fmt.Sprintf("label the LUKS header of volume %s", volumeID), out, err)
 	}
+	klog.V(4).InfoS("Prepared the new LUKS mapping", "volumeID", volumeID, "mapping", mapping)
 	return nil
-}
-
-// zeroEnds writes zeros over the first and last probeWindow bytes of a
-// device and flushes them.
-func zeroEnds(device string) error {
-	f, err := os.OpenFile(device, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	size, err := f.Seek(0, 2)
-	if err != nil {
-		return err
-	}
-	zeros := make([]byte, min(size, probeWindow))
-	for _, off := range []int64{0, max(0, size-int64(len(zeros)))} {
-		if _, err := f.WriteAt(zeros, off); err != nil {
-			return fmt.Errorf("write zeros at %d: %w", off, err)
-		}
-	}
-	return f.Sync()
 }
 
 func (m *linuxMounter) EncryptedMapping(volumeID string) (string, string, error) {
@@ -229,13 +288,34 @@ func (m *linuxMounter) ResizeEncrypted(ctx context.Context, volumeID string, pas
 	if mapping == "" {
 		return fmt.Errorf("volume %s has no open LUKS mapping to grow", volumeID)
 	}
+	if len(passphrase) > 0 {
+		found, err := probe(m.exec, device)
+		if err != nil {
+			return err
+		}
+		if found.Filesystem != "crypto_LUKS" {
+			return fmt.Errorf("%w: volume %s's LUKS mapping is open on %s, which now holds %s, not a LUKS header", ErrFilesystemMismatch, volumeID, device, found)
+		}
+		header, err := m.readLUKSHeader(ctx, volumeID, device, found.Version)
+		if err != nil {
+			return err
+		}
+		if err := header.checkCost(volumeID, m.luks.maxMemoryKiB); err != nil {
+			return err
+		}
+		return m.checkKeyAndGrow(ctx, volumeID, mapping, device, passphrase)
+	}
 	need, err := m.mappingShort(ctx, volumeID, mapping, device)
 	if err != nil || !need {
 		return err
 	}
-	if len(passphrase) == 0 {
-		return fmt.Errorf("%w: volume %s's device %s grew and its mapping must follow", ErrPassphraseNeeded, volumeID, device)
-	}
+	return fmt.Errorf("%w: volume %s's device %s grew and its mapping must follow", ErrPassphraseNeeded, volumeID, device)
+}
+
+// growMapping grows a mapping to its device, with the passphrase: the
+// volume key of an open LUKS2 mapping is in the kernel's keyring, out of
+// cryptsetup's reach from another process.
+func (m *linuxMounter) growMapping(ctx context.Context, volumeID, mapping, device string, passphrase []byte) error {
 	status, out, err := m.cryptsetup(ctx, passphrase, "resize", "--key-file", "-", mappingName(volumeID))
 	switch {
 	case status == cryptsetupNoPermission:

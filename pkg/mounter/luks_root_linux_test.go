@@ -312,3 +312,22 @@ func TestLUKSWithoutDeviceMapper(t *testing.T) {
 		t.Fatalf("the device holds %q, want the LUKS2 header written before the open failed", typ)
 	}
 }
+
+// TestLUKSFixedIterations: with LUKSPBKDFIterations a passphrase's header
+// derives with Argon2id at exactly that many passes and the given memory,
+// not a cost tuned on this node, and opens again with the passphrase.
+func TestLUKSFixedIterations(t *testing.T) {
+	r := newRigWith(t, mounter.Options{LUKSPBKDFMemoryKiB: 8 << 10, LUKSPBKDFIterations: 4})
+	testutil.RequireRoot(t, "cryptsetup")
+	testutil.RequireKernelFeature(t, testutil.HasDeviceMapper(), "opening LUKS volumes needs device-mapper (dm-crypt), which this kernel lacks")
+	v := r.volume(64 * mib)
+	if _, err := r.open(v, passphrase); err != nil {
+		t.Fatal(err)
+	}
+	dump := strings.ReplaceAll(run(t, "cryptsetup", "luksDump", v.Device), " ", "")
+	for _, want := range []string{"PBKDF:argon2id", "Timecost:4\n", "Memory:8192\n"} {
+		if !strings.Contains(dump, want) {
+			t.Errorf("luksDump lacks %q:\n%s", want, dump)
+		}
+	}
+}

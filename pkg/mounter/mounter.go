@@ -105,16 +105,25 @@ type Mounter interface {
 	InstanceStoreVolumes() (int, error)
 
 	// OpenEncrypted makes device, verified to be volumeID, usable through the
-	// volume's LUKS mapping and returns the mapping's device node, symlinks
-	// resolved. An open mapping of the volume is reused when it sits on
-	// device and refused (ErrWrongDevice) when it sits on another; a device
-	// holding a LUKS header is opened with passphrase; a device positively
-	// read as blank (FormatAndMount's test) is formatted as LUKS2 first, and
-	// the new mapping is zeroed where a blank test reads, so that what is
-	// then made on it is made on a blank device. A device holding anything
-	// else is refused with ErrFilesystemMismatch and left untouched; a
-	// key no key slot takes is ErrWrongPassphrase. The key reaches
-	// cryptsetup on its standard input only.
+	// volume's LUKS mapping, checked against key and spanning the device, and
+	// returns the mapping's device node, symlinks resolved. A device holding
+	// a LUKS header is opened with key; a device positively read as blank
+	// (FormatAndMount's test, and zeros where the mapping's data will begin)
+	// is formatted as LUKS2 first. An open mapping of the volume is reused
+	// when it sits on device, once key is shown to open a key slot of the
+	// header (so a wrong or rotated secret fails now, not at the next
+	// reboot), and grown when its device grew; one that sits on another
+	// device is refused (ErrWrongDevice). A header labelled as Diskplane's
+	// and not yet prepared has its mapping prepared — zeros written where a
+	// blank test reads and nothing was ever written — before the label says
+	// so, whether the mapping was opened now or found open: a call
+	// interrupted at any point is finished by the next one without changing
+	// a byte anything wrote. Before any key is derived, every key slot's
+	// cost is read and a header beyond the node's bound is refused
+	// (ErrLUKSTooCostly). A device holding anything else is refused with
+	// ErrFilesystemMismatch and left untouched; a key no key slot takes is
+	// ErrWrongPassphrase. The key reaches cryptsetup on its standard input
+	// only.
 	OpenEncrypted(ctx context.Context, volumeID, device string, key LUKSKey) (string, error)
 	// EncryptedMapping returns the device node (symlinks resolved) of the
 	// volume's open LUKS mapping and of the device it sits on, or "" and ""
@@ -125,7 +134,9 @@ type Mounter interface {
 	// alone. The volume key of an open LUKS2 mapping lives in the kernel's
 	// keyring, where a restarted plugin cannot reach it, so growing needs the
 	// passphrase; ErrPassphraseNeeded when it must grow and passphrase is
-	// empty.
+	// empty. A passphrase given is checked against the header whether or not
+	// the mapping grows (ErrWrongPassphrase), after the header's cost is
+	// (ErrLUKSTooCostly).
 	ResizeEncrypted(ctx context.Context, volumeID string, passphrase []byte) error
 	// CloseEncrypted closes the volume's LUKS mapping. A mapping that is not
 	// open is closed.
@@ -203,6 +214,10 @@ var (
 	// ErrWrongPassphrase means the passphrase opens no key slot of the
 	// volume's LUKS header; nothing was written to the device.
 	ErrWrongPassphrase = errors.New("no key slot of the LUKS header takes this passphrase")
+	// ErrLUKSTooCostly means a key slot of the volume's LUKS header takes
+	// more memory to derive a key from than the node allows
+	// (Options.LUKSMaxPBKDFMemoryKiB); nothing was opened or written.
+	ErrLUKSTooCostly = errors.New("a key slot of the LUKS header costs more memory to open than this node allows")
 	// ErrPassphraseNeeded means an encrypted volume's mapping must grow and
 	// no passphrase was given (NodeExpandVolume without its secret).
 	ErrPassphraseNeeded = errors.New("growing the encrypted volume needs its passphrase")
@@ -235,6 +250,19 @@ type Options struct {
 	// LUKSPBKDFTime is how long cryptsetup tunes the derivation to take on
 	// the node that formats (--iter-time). Zero means DefaultLUKSPBKDFTime.
 	LUKSPBKDFTime time.Duration
+	// LUKSPBKDFIterations, when positive, is Argon2id's time cost (passes)
+	// in the LUKS2 headers the node writes, instead of tuning it to take
+	// LUKSPBKDFTime on the node that formats: an open then costs the same
+	// work on every node of a fleet of mixed sizes, and formatting skips
+	// cryptsetup's benchmark. 4 is the least Argon2id takes.
+	LUKSPBKDFIterations int
+	// LUKSMaxPBKDFMemoryKiB is the most memory an Argon2 key slot of any
+	// LUKS header may take for the node to derive a key from it: headers
+	// written elsewhere (a restored raw block volume's, say) are refused
+	// above it, before cryptsetup could have the plugin's container killed
+	// for its memory. Zero means DefaultLUKSMaxPBKDFMemoryKiB, or
+	// LUKSPBKDFMemoryKiB when that is larger.
+	LUKSMaxPBKDFMemoryKiB int
 	// EmulatorLoopDevices accepts a loop device whose backing file is named
 	// after the volume (…/vol-….img) as that volume: how the EC2 emulator's
 	// loop store attaches volumes to the host it plays. It is for the
@@ -256,6 +284,9 @@ const (
 	DefaultLUKSPBKDFMemoryKiB = 32 * 1024
 	// DefaultLUKSPBKDFTime is cryptsetup's own default iteration time.
 	DefaultLUKSPBKDFTime = 2 * time.Second
+	// DefaultLUKSMaxPBKDFMemoryKiB is 128 MiB: with the plugin's own use,
+	// within the chart's 256 MiB memory limit of the node plugin.
+	DefaultLUKSMaxPBKDFMemoryKiB = 128 * 1024
 )
 
 // IsCorruptedMount reports whether err comes from a mount point whose

@@ -33,6 +33,11 @@ type linuxMounter struct {
 type luksSettings struct {
 	memoryKiB int
 	time      time.Duration
+	// iterations, when positive, fixes Argon2id's passes (no benchmark).
+	iterations int
+	// maxMemoryKiB bounds the Argon2 memory of every key slot of a header
+	// the node derives a key from, whoever wrote it.
+	maxMemoryKiB int
 }
 
 func (o Options) withDefaults() Options {
@@ -51,6 +56,9 @@ func (o Options) withDefaults() Options {
 	if o.LUKSPBKDFTime <= 0 {
 		o.LUKSPBKDFTime = DefaultLUKSPBKDFTime
 	}
+	if o.LUKSMaxPBKDFMemoryKiB <= 0 {
+		o.LUKSMaxPBKDFMemoryKiB = max(DefaultLUKSMaxPBKDFMemoryKiB, o.LUKSPBKDFMemoryKiB)
+	}
 	return o
 }
 
@@ -67,7 +75,8 @@ func New(o Options) (Mounter, error) {
 		resizer: mountutils.NewResizeFs(ex),
 		exec:    ex,
 		devices: newDeviceFinder(o),
-		luks:    luksSettings{memoryKiB: o.LUKSPBKDFMemoryKiB, time: o.LUKSPBKDFTime},
+		luks: luksSettings{memoryKiB: o.LUKSPBKDFMemoryKiB, time: o.LUKSPBKDFTime, iterations: o.LUKSPBKDFIterations,
+			maxMemoryKiB: o.LUKSMaxPBKDFMemoryKiB},
 	}, nil
 }
 

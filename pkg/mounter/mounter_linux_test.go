@@ -39,12 +39,19 @@ type rig struct {
 }
 
 func newRig(t *testing.T) *rig {
+	// A LUKS2 header tuned to open in 50 ms: the tests format many.
+	return newRigWith(t, mounter.Options{LUKSPBKDFTime: 50 * time.Millisecond})
+}
+
+// newRigWith is newRig with a mounter of these options (the rig sets where
+// devices are found).
+func newRigWith(t *testing.T, o mounter.Options) *rig {
 	t.Helper()
 	testutil.RequireRoot(t, "losetup", "mkfs.ext4", "mkfs.xfs", "blkid", "resize2fs", "xfs_growfs")
 	dir := t.TempDir()
 	r := &rig{t: t, dir: dir, linkDir: filepath.Join(dir, "by-id")}
-	// A LUKS2 header tuned to open in 50 ms: the tests format many.
-	m, err := mounter.New(mounter.Options{DeviceLinkDir: r.linkDir, EmulatorLoopDevices: true, LUKSPBKDFTime: 50 * time.Millisecond})
+	o.DeviceLinkDir, o.EmulatorLoopDevices = r.linkDir, true
+	m, err := mounter.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +239,12 @@ func TestFormatNeverFollowsAFailedProbe(t *testing.T) {
 // test: its first run prints "error: <last argument>: <message>" to stderr
 // and exits 2, as blkid does when it cannot open a device; later runs are
 // the real program.
-func failOnce(t *testing.T, name, message string) {
+func failOnce(t *testing.T, name, message string) { failOnceWith(t, name, "", message) }
+
+// failOnceWith is failOnce for the first run of name whose arguments
+// include the argument arg (any run, for ""); other runs are the real
+// program.
+func failOnceWith(t *testing.T, name, arg, message string) {
 	t.Helper()
 	real, err := exec.LookPath(name)
 	if err != nil {
@@ -241,14 +253,16 @@ func failOnce(t *testing.T, name, message string) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "failed")
 	script := fmt.Sprintf(`#!/bin/sh
-if [ ! -e %[1]q ]; then
+match=%[4]q
+for a; do [ "$a" = "$match" ] && match=; done
+if [ -z "$match" ] && [ ! -e %[1]q ]; then
 	: > %[1]q
 	for last; do :; done
 	echo "error: $last: %[2]s" >&2
 	exit 2
 fi
 exec %[3]q "$@"
-`, marker, message, real)
+`, marker, message, real, arg)
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,9 @@ type deviceContent struct {
 	// Label is the label blkid read from the signature (a filesystem's, or
 	// a LUKS2 header's), or "".
 	Label string
+	// Version is the signature's version as blkid reports it ("2" for a
+	// LUKS2 header), or "".
+	Version string
 }
 
 // Blank reports whether the device was positively read as holding nothing.
@@ -112,6 +115,8 @@ func parseBlkid(out []byte) deviceContent {
 			c.PartitionTable = value
 		case "LABEL":
 			c.Label = value
+		case "VERSION":
+			c.Version = value
 		}
 	}
 	if c.Filesystem == "" && c.PartitionTable == "" {
@@ -126,33 +131,74 @@ func parseBlkid(out []byte) deviceContent {
 // (all of it, when it is smaller than two windows) and reports whether they
 // are all zeros. A read that fails or comes up short is an error.
 func endsAreZero(device string) (bool, error) {
-	f, err := os.Open(device)
+	f, size, err := openMeasured(device)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return false, fmt.Errorf("measure: %w", err)
-	}
-	if size == 0 {
-		return false, errors.New("the device has no capacity")
-	}
-	buf := make([]byte, min(size, probeWindow))
 	offsets := []int64{0}
 	if size > probeWindow {
 		offsets = append(offsets, max(probeWindow, size-probeWindow))
 	}
+	return readsZero(f, size, offsets)
+}
+
+// windowIsZero reports whether the probeWindow bytes of a device at off
+// (fewer, where the device ends) are all zeros; a device that ends before
+// off has nothing there, which is zeros.
+func windowIsZero(device string, off int64) (bool, error) {
+	f, size, err := openMeasured(device)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	if off >= size {
+		return true, nil
+	}
+	return readsZero(f, size, []int64{off})
+}
+
+// openMeasured opens a device for reading and measures it; a device with
+// no capacity is an error.
+func openMeasured(device string) (*os.File, int64, error) {
+	f, err := os.Open(device)
+	if err != nil {
+		return nil, 0, err
+	}
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("measure: %w", err)
+	}
+	if size == 0 {
+		f.Close()
+		return nil, 0, errors.New("the device has no capacity")
+	}
+	return f, size, nil
+}
+
+// readsZero reads probeWindow bytes (fewer at the end) at each offset and
+// reports whether all of them are zeros.
+func readsZero(f *os.File, size int64, offsets []int64) (bool, error) {
+	buf := make([]byte, min(size, probeWindow))
 	for _, off := range offsets {
 		n := min(size-off, probeWindow)
 		if _, err := f.ReadAt(buf[:n], off); err != nil {
 			return false, fmt.Errorf("read %d bytes at %d: %w", n, off, err)
 		}
-		for _, b := range buf[:n] {
-			if b != 0 {
-				return false, nil
-			}
+		if !allZero(buf[:n]) {
+			return false, nil
 		}
 	}
 	return true, nil
+}
+
+// allZero reports whether b holds only zeros.
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }

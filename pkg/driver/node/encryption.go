@@ -74,16 +74,13 @@ const (
 )
 
 // openEncrypted opens (formatting when blank) the LUKS mapping of a
-// verified device with key, and grows it if the volume grew while it was
-// detached; it returns the mapping's device. from says where the key came
+// verified device with key, checked against the header and grown to the
+// device, and returns the mapping's device. from says where the key came
 // from.
 func (s *Service) openEncrypted(ctx context.Context, volumeID, device string, key mounter.LUKSKey, from string) (string, error) {
 	mapping, err := s.os.OpenEncrypted(ctx, volumeID, device, key)
 	if err != nil {
 		return "", encryptionError(ctx, fmt.Sprintf("open the encrypted volume %s (%s)", volumeID, device), from, err)
-	}
-	if err := s.os.ResizeEncrypted(ctx, volumeID, key.Secret); err != nil {
-		return "", encryptionError(ctx, fmt.Sprintf("grow the encrypted mapping of volume %s", volumeID), from, err)
 	}
 	return mapping, nil
 }
@@ -103,7 +100,7 @@ func encryptionError(ctx context.Context, doing, from string, err error) error {
 	case errors.Is(err, mounter.ErrPassphraseNeeded):
 		return status.Errorf(codes.FailedPrecondition, "%s: %v: set %s in the StorageClass to a Secret holding the passphrase under %q",
 			doing, err, expandSecretParams, volumecontext.PassphraseSecretKey)
-	case errors.Is(err, mounter.ErrEncryptionUnavailable):
+	case errors.Is(err, mounter.ErrEncryptionUnavailable), errors.Is(err, mounter.ErrLUKSTooCostly):
 		return status.Errorf(codes.FailedPrecondition, "%s: %v", doing, err)
 	default:
 		return osError(ctx, doing, err)

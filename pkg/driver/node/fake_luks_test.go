@@ -26,6 +26,13 @@ func (f *fakeOS) OpenEncrypted(ctx context.Context, volumeID, device string, key
 		if under != device {
 			return "", fmt.Errorf("%w: the mapping sits on %s", mounter.ErrWrongDevice, under)
 		}
+		if f.luksKeys[device] != string(passphrase) {
+			return "", fmt.Errorf("%w: %s, whose mapping is open", mounter.ErrWrongPassphrase, device)
+		}
+		if f.deviceSizes[mapping]+luksHeaderBytes < f.deviceSizes[under] {
+			f.record("cryptsetup resize %s", mapping)
+			f.deviceSizes[mapping] = f.deviceSizes[under] - luksHeaderBytes
+		}
 		return mapping, nil
 	}
 	switch f.formats[device] {
@@ -71,14 +78,14 @@ func (f *fakeOS) ResizeEncrypted(ctx context.Context, volumeID string, passphras
 		return fmt.Errorf("volume %s has no open mapping", volumeID)
 	}
 	mapping := fakeMapping(volumeID)
+	if len(passphrase) > 0 && f.luksKeys[under] != string(passphrase) {
+		return fmt.Errorf("%w: %s", mounter.ErrWrongPassphrase, under)
+	}
 	if f.deviceSizes[mapping]+luksHeaderBytes >= f.deviceSizes[under] {
 		return nil
 	}
-	switch {
-	case len(passphrase) == 0:
+	if len(passphrase) == 0 {
 		return fmt.Errorf("%w: %s grew", mounter.ErrPassphraseNeeded, under)
-	case f.luksKeys[under] != string(passphrase):
-		return fmt.Errorf("%w: %s", mounter.ErrWrongPassphrase, under)
 	}
 	f.record("cryptsetup resize %s", mapping)
 	f.deviceSizes[mapping] = f.deviceSizes[under] - luksHeaderBytes

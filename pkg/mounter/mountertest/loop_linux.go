@@ -27,6 +27,8 @@ type Volume struct {
 	Device string
 	// Link is the by-id link naming the volume, pointing at Device.
 	Link string
+
+	detached bool
 }
 
 // NewVolumeID returns a fresh random volume ID in EC2's long format.
@@ -44,20 +46,35 @@ func NewVolumeID(t testing.TB) string {
 // caller must be root (see testutil.RequireRoot).
 func NewVolume(t testing.TB, dir, linkDir, volumeID string, sizeBytes int64) *Volume {
 	t.Helper()
-	v := &Volume{
-		ID:   volumeID,
-		File: filepath.Join(dir, "volumes", volumeID+".img"),
-		Link: filepath.Join(linkDir, "nvme-Amazon_Elastic_Block_Store_"+strings.Replace(volumeID, "-", "", 1)),
-	}
-	for _, d := range []string{filepath.Dir(v.File), linkDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(v.File, nil, 0o600); err != nil {
+	file := volumeFile(dir, volumeID)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(v.File, sizeBytes); err != nil {
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(file, sizeBytes); err != nil {
+		t.Fatal(err)
+	}
+	return AttachVolume(t, dir, linkDir, volumeID)
+}
+
+// volumeFile is where the bytes of volumeID are kept under dir.
+func volumeFile(dir, volumeID string) string {
+	return filepath.Join(dir, "volumes", volumeID+".img")
+}
+
+// AttachVolume attaches the existing file of volumeID under dir/volumes as
+// a loop device with its by-id link in linkDir, as NewVolume does for a new
+// one: a copy (CopyVolume) becomes a volume this way.
+func AttachVolume(t testing.TB, dir, linkDir, volumeID string) *Volume {
+	t.Helper()
+	v := &Volume{
+		ID:   volumeID,
+		File: volumeFile(dir, volumeID),
+		Link: filepath.Join(linkDir, "nvme-Amazon_Elastic_Block_Store_"+strings.Replace(volumeID, "-", "", 1)),
+	}
+	if err := os.MkdirAll(linkDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command("losetup", "--find", "--show", v.File).CombinedOutput()
@@ -65,11 +82,70 @@ func NewVolume(t testing.TB, dir, linkDir, volumeID string, sizeBytes int64) *Vo
 		t.Fatalf("losetup %s: %v: %s", v.File, err, out)
 	}
 	v.Device = strings.TrimSpace(string(out))
-	t.Cleanup(func() { v.release(t) })
+	t.Cleanup(func() { v.Detach(t) })
 	if err := os.Symlink(v.Device, v.Link); err != nil {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// CopyVolume copies the bytes of v, as they are on its device now, into a
+// new file for volumeID under dir/volumes, holes kept, as a snapshot of
+// the volume restored would hold them; AttachVolume attaches it. What is
+// still in the page cache of a filesystem on v is not copied, as a
+// snapshot would not have it either.
+func CopyVolume(t testing.TB, v *Volume, dir, volumeID string) {
+	t.Helper()
+	if err := copySparse(v.File, volumeFile(dir, volumeID)); err != nil {
+		t.Fatalf("copy volume %s: %v", v.ID, err)
+	}
+}
+
+// copySparse copies src to a new file dst, only the regions holding data
+// (SEEK_DATA/SEEK_HOLE), so that a mostly empty volume stays small.
+func copySparse(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	if err := out.Truncate(st.Size()); err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < st.Size(); {
+		data, err := unix.Seek(int(in.Fd()), off, unix.SEEK_DATA)
+		if err != nil {
+			break // ENXIO: no data after off
+		}
+		hole, err := unix.Seek(int(in.Fd()), data, unix.SEEK_HOLE)
+		if err != nil {
+			return err
+		}
+		for p := data; p < hole; {
+			n, err := in.ReadAt(buf[:min(int64(len(buf)), hole-p)], p)
+			if n > 0 {
+				if _, werr := out.WriteAt(buf[:n], p); werr != nil {
+					return werr
+				}
+				p += int64(n)
+			}
+			if err != nil && n == 0 {
+				return err
+			}
+		}
+		off = hole
+	}
+	return out.Sync()
 }
 
 // Grow makes the volume sizeBytes long and tells the kernel, as an EBS
@@ -112,13 +188,19 @@ func (v *Volume) MountPoints(t testing.TB) []string {
 	return paths
 }
 
-// release unmounts whatever a failed test left mounted from the device,
-// detaches the loop device and removes the link.
-func (v *Volume) release(t testing.TB) {
+// Detach unmounts whatever a failed test left mounted from the device,
+// detaches the loop device and removes the link; its file stays. It is
+// done when the test ends, and may be done before: a volume detached from
+// the node (or the node rebooting) is detached again at once.
+func (v *Volume) Detach(t testing.TB) {
+	if v.detached {
+		return
+	}
+	v.detached = true
 	mounts := v.MountPoints(t)
 	slices.Reverse(mounts)
 	for _, p := range mounts {
-		t.Errorf("volume %s still mounted at %s when the test ended; unmounting", v.ID, p)
+		t.Errorf("volume %s still mounted at %s when it was detached; unmounting", v.ID, p)
 		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
 			t.Errorf("unmount %s: %v", p, err)
 		}
