@@ -34,7 +34,7 @@ build-windows:
 	GOOS=windows GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/windows-amd64/ ./cmd/diskplane ./cmd/csi-proxy-emulator
 
 ## test-windows: the Windows node under Wine: its packages built for Windows and run (HostProcess scenario included), then the real diskplane.exe against the csi-proxy emulator (scenario, start-up check, csi-sanity's node specs)
-WINDOWS_PKGS := ./pkg/csiproxy/... ./pkg/mounter/... ./pkg/emulator/winhost/... ./pkg/driver/node/... ./pkg/filetree/... ./tests/windows/...
+WINDOWS_PKGS := ./pkg/csiproxy/... ./pkg/mounter/... ./pkg/emulator/winhost/... ./pkg/driver/node/... ./pkg/filetree/... ./tests/windows/... ./tests/crash/...
 WINDOWS_TEST_FLAGS ?= -count=1 -timeout=10m
 test-windows:
 	@hack/wine/setup.sh >/dev/null
@@ -54,6 +54,18 @@ test: deps
 test-vm:
 	hack/vm/test.sh
 	hack/vm/nvme.sh
+
+## test-crash: as root: the crash-point harness's full profile (every interruption and recovery at every step of
+## every node operation; tests/crash): Linux in the node VM, Windows under Wine; tables in _output/crash
+.PHONY: test-crash
+test-crash:
+	@mkdir -p _output/crash
+	VM_TEST_RUN=TestCrashConsistency VM_TEST_TIMEOUT=5h VM_TIMEOUT=18000 \
+		VM_TEST_ENV="DISKPLANE_CRASH_PROFILE=full DISKPLANE_CRASH_OPERATIONS=all DISKPLANE_CRASH_REPORT=/host/_output/crash" \
+		hack/vm/test.sh ./tests/crash
+	@hack/wine/setup.sh >/dev/null
+	PATH=$(CURDIR)/hack/wine:$$PATH DISKPLANE_CRASH_PROFILE=full DISKPLANE_CRASH_REPORT=$(CURDIR)/_output/crash \
+		GOOS=windows GOARCH=amd64 $(GO) test -count=1 -timeout=30m -run TestWindowsCrashConsistency ./tests/crash
 
 ## test-vm-identity: as root: workload identity with real tokens of the local
 ## cluster (brought up when it is not running) in the node VM: hack/vm/identity.sh. Take the cluster down after

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -41,6 +42,7 @@ type nodeFlags struct {
 	luksPBKDFIterations       int
 	luksMaxPBKDFMemoryKiB     int
 	windowsHostProcess        bool
+	windowsStateDir           string
 	csiProxyWait              time.Duration
 	tokenAudience             string
 }
@@ -75,6 +77,8 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 		"audience of the pod's service-account token the node exchanges at STS to unlock a volume whose key KMS wraps (nodeEncryptionKeySource: kms); the CSIDriver's tokenRequests must ask for it")
 	fs.BoolVar(&f.windowsHostProcess, "windows-host-process", false,
 		"Windows nodes in a HostProcess pod: do csi-proxy's disk, volume and filesystem operations in this process with its v2 library, instead of asking the csi-proxy service over its named pipes")
+	fs.StringVar(&f.windowsStateDir, "windows-state-dir", "",
+		`Windows nodes: a host directory of the plugin's own below the kubelet's, where csi-proxy may write, for the records of disk work an interruption must not strand (a partition made and not yet formatted); empty means C:ar\lib\kubelet\plugins\<driver-name>`)
 	fs.DurationVar(&f.csiProxyWait, "csi-proxy-wait", 30*time.Second,
 		"Windows nodes: how long the plugin waits at start for csi-proxy to serve the API groups it needs before it gives up")
 }
@@ -136,6 +140,7 @@ func buildNode(ctx context.Context, opts *options, reg prometheus.Registerer) (c
 		return nil, nil, err
 	}
 	m, err := mounter.New(mounter.Options{DeviceLinkDir: f.deviceLinkDir, CSIProxy: host, EmulatorLoopDevices: f.emulatorLoopDevices,
+		StateDir:           cmp.Or(f.windowsStateDir, `C:\var\lib\kubelet\plugins\`+opts.driverName),
 		LUKSPBKDFMemoryKiB: f.luksPBKDFMemoryKiB, LUKSPBKDFTime: f.luksPBKDFTime, LUKSPBKDFIterations: f.luksPBKDFIterations, LUKSMaxPBKDFMemoryKiB: f.luksMaxPBKDFMemoryKiB})
 	if err != nil {
 		return nil, nil, errors.Join(err, closeHost(host))

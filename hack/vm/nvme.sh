@@ -63,8 +63,9 @@ $guest_out/bin/ec2-emulator guest-agent --listen=0.0.0.0:8703 -v=2 >\$logs/guest
 export AWS_EC2_METADATA_SERVICE_ENDPOINT=http://10.0.2.2:$imds_port AWS_REGION=us-east-1
 # STS and KMS are the host's emulator; the node has no credentials of its own.
 export AWS_ENDPOINT_URL_STS=http://10.0.2.2:$ec2_port AWS_ENDPOINT_URL_KMS=http://10.0.2.2:$ec2_port
-# LUKS2 headers tuned to open in 100 ms: csi-sanity formats dozens.
-$guest_out/bin/diskplane --mode=node --endpoint=unix:///run/diskplane/csi.sock --http-endpoint=127.0.0.1:3302 --luks-pbkdf-time=100ms -v=4 >\$logs/node.log 2>&1 &
+# LUKS2 headers at Argon2id's least fixed cost (no benchmark when formatting, a cheap
+# open): csi-sanity formats dozens, and the derivation is not what it tests.
+$guest_out/bin/diskplane --mode=node --endpoint=unix:///run/diskplane/csi.sock --http-endpoint=127.0.0.1:3302 --luks-pbkdf-iterations=4 --luks-pbkdf-memory=8192 -v=4 >\$logs/node.log 2>&1 &
 node=\$!
 export DISKPLANE_VM_NODE=unix:///run/diskplane/csi.sock DISKPLANE_VM_CONTROLLER=10.0.2.2:$ctrl_port
 export DISKPLANE_VM_ADMIN=http://10.0.2.2:$admin_port DISKPLANE_VM_NODE_METRICS=http://127.0.0.1:3302/metrics DISKPLANE_REQUIRE_ROOT_TESTS=1

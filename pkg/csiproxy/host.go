@@ -34,6 +34,10 @@ type Host interface {
 	DiskSize(ctx context.Context, disk uint32) (int64, error)
 	// SetDiskOnline brings a disk online or takes it offline.
 	SetDiskOnline(ctx context.Context, disk uint32, online bool) error
+	// ReadDisk reads len(b) bytes of a disk at offset (both multiples of
+	// 512). Only a plugin with the host's devices can (HostProcess, or an
+	// emulated host); over csi-proxy's pipes it fails with ErrNoDiskAccess.
+	ReadDisk(ctx context.Context, disk uint32, offset int64, b []byte) error
 	// PartitionDisk initializes a raw disk GPT and creates a basic data
 	// partition over it, unless the disk already has a partition other than
 	// the Microsoft reserved one: csi-proxy never removes one.
@@ -88,6 +92,19 @@ type DiskIDs struct {
 	Page83 string
 }
 
-// ErrNotServed means csi-proxy does not answer, or does not serve an API
-// group version Diskplane needs.
-var ErrNotServed = errors.New("csi-proxy does not serve what Diskplane needs")
+// Errors of a Host.
+var (
+	// ErrNotServed means csi-proxy does not answer, or does not serve an API
+	// group version Diskplane needs.
+	ErrNotServed = errors.New("csi-proxy does not serve what Diskplane needs")
+	// ErrNoDiskAccess means the plugin cannot read a disk's bytes: csi-proxy
+	// has no call for it, and a plugin in an ordinary container has no
+	// access to the host's disks.
+	ErrNoDiskAccess = errors.New("this plugin cannot read the host's disks")
+)
+
+// DiskReader reads a disk's bytes: Windows' \\.\PhysicalDriveN in a
+// HostProcess container, the emulated host's in tests.
+type DiskReader interface {
+	ReadDisk(disk uint32, offset int64, b []byte) error
+}

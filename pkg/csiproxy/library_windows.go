@@ -3,6 +3,7 @@ package csiproxy
 import (
 	"context"
 	"fmt"
+	"os"
 
 	disk "github.com/kubernetes-csi/csi-proxy/v2/pkg/disk"
 	diskapi "github.com/kubernetes-csi/csi-proxy/v2/pkg/disk/hostapi"
@@ -15,16 +16,34 @@ import (
 
 // HostAPIs are the host APIs the csi-proxy v2 library runs its operations
 // on: Windows itself (WMI, Win32) in a HostProcess container, or fakes in
-// tests.
+// tests; and what reads the disks' bytes, which the library does not.
 type HostAPIs struct {
 	Disk       diskapi.HostAPI
 	Volume     volumeapi.HostAPI
 	Filesystem fsapi.HostAPI
+	Raw        DiskReader
 }
 
 // WindowsHostAPIs are the library's host APIs over Windows itself.
 func WindowsHostAPIs() HostAPIs {
-	return HostAPIs{Disk: diskapi.New(), Volume: volumeapi.New(), Filesystem: fsapi.New()}
+	return HostAPIs{Disk: diskapi.New(), Volume: volumeapi.New(), Filesystem: fsapi.New(), Raw: physicalDrives{}}
+}
+
+// physicalDrives reads disks as \\.\PhysicalDriveN, which a HostProcess
+// container running as SYSTEM may open for reading while the disk is in
+// use (raw reads must start and end on sector boundaries).
+type physicalDrives struct{}
+
+func (physicalDrives) ReadDisk(disk uint32, offset int64, b []byte) error {
+	f, err := os.Open(fmt.Sprintf(`\\.\PhysicalDrive%d`, disk))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.ReadAt(b, offset); err != nil {
+		return fmt.Errorf("read %d bytes at %d of disk %d: %w", len(b), offset, disk, err)
+	}
+	return nil
 }
 
 // libraryHost is Host over the csi-proxy v2 library, in this process.
@@ -32,6 +51,7 @@ type libraryHost struct {
 	disk   disk.Interface
 	volume volume.Interface
 	fs     fs.Interface
+	raw    DiskReader
 }
 
 // NewLibrary returns the Host of a plugin in a HostProcess container: the
@@ -50,7 +70,7 @@ func NewLibrary(ctx context.Context, apis HostAPIs) (Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &libraryHost{disk: d, volume: v, fs: f}
+	h := &libraryHost{disk: d, volume: v, fs: f, raw: apis.Raw}
 	disks, err := h.ListDiskIDs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the csi-proxy library cannot list the host's disks (is this a HostProcess container running as NT AUTHORITY\\SYSTEM?): %v",
@@ -72,6 +92,13 @@ func (h *libraryHost) ListDiskIDs(ctx context.Context) (map[uint32]DiskIDs, erro
 		out[n] = DiskIDs{SerialNumber: ids.SerialNumber, Page83: ids.Page83}
 	}
 	return out, nil
+}
+
+func (h *libraryHost) ReadDisk(_ context.Context, n uint32, offset int64, b []byte) error {
+	if h.raw == nil {
+		return fmt.Errorf("%w: no disk reader was given", ErrNoDiskAccess)
+	}
+	return h.raw.ReadDisk(n, offset, b)
 }
 
 func (h *libraryHost) Rescan(ctx context.Context) error {

@@ -168,6 +168,12 @@ func (h *pipeHost) ListDiskIDs(ctx context.Context) (map[uint32]DiskIDs, error) 
 	return out, nil
 }
 
+// ReadDisk fails: csi-proxy has no call that reads a disk, and the
+// plugin's ordinary container cannot open the host's.
+func (h *pipeHost) ReadDisk(context.Context, uint32, int64, []byte) error {
+	return fmt.Errorf("%w: csi-proxy's API has no call that reads a disk", ErrNoDiskAccess)
+}
+
 func (h *pipeHost) Rescan(ctx context.Context) error {
 	_, err := h.disk.Rescan(ctx, &diskapi.RescanRequest{})
 	return err

@@ -161,6 +161,29 @@ func (f *deviceFinder) Verify(volumeID, devicePath string) error {
 	return f.verify(volumeID, real, true)
 }
 
+// kernelName is the kernel's own node of the block device at path
+// (/dev/dm-3, /dev/nvme1n1), found by its device numbers, so that two
+// names of one device compare equal: mount(8) records a LUKS mapping as
+// /dev/mapper/<name>, which is udev's link to /dev/dm-N on a host, but a
+// device node of its own where libdevmapper made it without udev (the
+// node plugin's container). Anything that is not a block device with a
+// sysfs entry is path with its symlinks resolved.
+func (f *deviceFinder) kernelName(path string) string {
+	resolved, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		resolved = path
+	}
+	major, minor, err := f.statBlock(resolved)
+	if err != nil {
+		return resolved
+	}
+	sysPath, err := filepath.EvalSymlinks(filepath.Join(f.sysDir, "dev", "block", fmt.Sprintf("%d:%d", major, minor)))
+	if err != nil {
+		return resolved
+	}
+	return filepath.Join(f.devDir, filepath.Base(sysPath))
+}
+
 // verify proves that the block device at dev (symlinks resolved) is
 // volumeID, from what the kernel says about it in sysfs:
 //   - a disk whose serial number names the volume (see serialNames) is the

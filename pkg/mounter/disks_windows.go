@@ -101,6 +101,13 @@ func (m *windowsMounter) VerifyDevice(volumeID, devicePath string) error {
 	}
 	ctx, cancel := m.call()
 	defer cancel()
+	return m.verifyDisk(ctx, volumeID, n)
+}
+
+// verifyDisk checks that disk n has the serial number of volumeID now:
+// Windows hands a disk's number to the next disk that arrives once it has
+// gone, so a number found a moment ago proves nothing by itself.
+func (m *windowsMounter) verifyDisk(ctx context.Context, volumeID string, n uint32) error {
 	ids, err := m.host.ListDiskIDs(ctx)
 	if err != nil {
 		return fmt.Errorf("list disks: %w", err)
@@ -110,98 +117,4 @@ func (m *windowsMounter) VerifyDevice(volumeID, devicePath string) error {
 		return fmt.Errorf("%w: disk %d has serial number %q, not that of %s", ErrWrongDevice, n, id.SerialNumber, volumeID)
 	}
 	return nil
-}
-
-// FormatAndMount brings the disk online, makes sure it holds one NTFS
-// volume, and mounts that volume at target. It writes a partition table and
-// a filesystem only to a disk on which Windows shows no volume at all, and
-// formats only the volume that partitioning has just created: a disk with
-// one unformatted volume (a BitLocker volume, a filesystem Windows cannot
-// read, or a partition a crash left before its format) or more than one
-// volume is refused with ErrFilesystemMismatch, untouched. csi-proxy itself
-// never removes a partition, and adds one only to a disk with none.
-func (m *windowsMounter) FormatAndMount(device, target, fsType string, mkfsArgs, mountOptions []string) error {
-	switch {
-	case fsType != "ntfs":
-		return fmt.Errorf("%w: filesystem %s (Windows nodes format NTFS only)", ErrUnsupported, fsType)
-	case len(mkfsArgs) > 0 || len(mountOptions) > 0:
-		return fmt.Errorf("%w: format or mount options %q %q", ErrUnsupported, mkfsArgs, mountOptions)
-	}
-	n, err := diskNumber(device)
-	if err != nil {
-		return err
-	}
-	path := hostPath(target)
-	ctx, cancel := m.call()
-	defer cancel()
-	if err := m.host.SetDiskOnline(ctx, n, true); err != nil {
-		return fmt.Errorf("bring disk %d online: %w", n, err)
-	}
-	volume, err := m.ntfsVolume(ctx, n)
-	if err != nil {
-		return err
-	}
-	if err := m.host.MountVolume(ctx, volume, path); err != nil {
-		return fmt.Errorf("mount volume %s of disk %d at %s: %w", volume, n, path, err)
-	}
-	return nil
-}
-
-// ntfsVolume returns the volume of disk n that holds a filesystem,
-// partitioning and formatting a disk that shows no volume.
-func (m *windowsMounter) ntfsVolume(ctx context.Context, n uint32) (string, error) {
-	volumes, err := m.host.VolumesOnDisk(ctx, n)
-	if err != nil {
-		return "", fmt.Errorf("list the volumes of disk %d: %w", n, err)
-	}
-	switch len(volumes) {
-	case 0:
-		return m.partitionAndFormat(ctx, n)
-	case 1:
-		formatted, err := m.host.IsVolumeFormatted(ctx, volumes[0])
-		if err != nil {
-			return "", fmt.Errorf("check the filesystem of volume %s: %w", volumes[0], err)
-		}
-		if !formatted {
-			return "", fmt.Errorf("%w: disk %d has a volume (%s) with no filesystem Windows recognises: it may hold data "+
-				"(a locked BitLocker volume, a Linux filesystem) or be a partition whose format a crash interrupted; "+
-				"nothing was written. Check it, and clear the disk (Clear-Disk -Number %d -RemoveData) to let Diskplane start over",
-				ErrFilesystemMismatch, n, volumes[0], n)
-		}
-		klog.V(4).InfoS("Disk holds a filesystem; mounting it as it is", "disk", n, "volume", volumes[0])
-		return volumes[0], nil
-	default:
-		return "", fmt.Errorf("%w: disk %d has %d volumes %v; Diskplane uses disks with one, and touches none of these",
-			ErrFilesystemMismatch, n, len(volumes), volumes)
-	}
-}
-
-// partitionAndFormat partitions disk n, which shows no volume, and formats
-// the one volume that creates.
-func (m *windowsMounter) partitionAndFormat(ctx context.Context, n uint32) (string, error) {
-	if err := m.host.PartitionDisk(ctx, n); err != nil {
-		return "", fmt.Errorf("partition disk %d: %w", n, err)
-	}
-	volumes, err := m.host.VolumesOnDisk(ctx, n)
-	if err != nil {
-		return "", fmt.Errorf("list the volumes of disk %d: %w", n, err)
-	}
-	if len(volumes) != 1 {
-		return "", fmt.Errorf("%w: disk %d showed no volume and still shows %d after partitioning: it has partitions Windows "+
-			"does not mount (another system's), which were left as they are", ErrFilesystemMismatch, n, len(volumes))
-	}
-	formatted, err := m.host.IsVolumeFormatted(ctx, volumes[0])
-	if err != nil {
-		return "", fmt.Errorf("check the filesystem of volume %s: %w", volumes[0], err)
-	}
-	if formatted {
-		// The new partition lies over an old filesystem, which Windows found.
-		klog.InfoS("New partition already holds a filesystem; not formatting it", "disk", n, "volume", volumes[0])
-		return volumes[0], nil
-	}
-	if err := m.host.FormatVolume(ctx, volumes[0]); err != nil {
-		return "", fmt.Errorf("format volume %s of disk %d: %w", volumes[0], n, err)
-	}
-	klog.V(2).InfoS("Partitioned and formatted disk", "disk", n, "volume", volumes[0], "fileSystem", "NTFS")
-	return volumes[0], nil
 }

@@ -57,7 +57,7 @@ func TestVolumeHealthOnRealDevices(t *testing.T) {
 		v := r.volume(320 * mib) // mkfs.xfs wants 300 MB
 		dev := r.find(v)
 		stage, target := r.mountPoint(fsType+"-stage"), r.mountPoint(fsType+"-target")
-		if err := r.m.FormatAndMount(dev, stage, fsType, nil, nil); err != nil {
+		if err := r.m.FormatAndMount(v.ID, dev, stage, fsType, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := r.m.BindMount(stage, target, []string{"ro"}); err != nil {
@@ -86,7 +86,7 @@ func TestVolumeHealthOnRealDevices(t *testing.T) {
 	v := r.volume(64 * mib)
 	dev := r.find(v)
 	stage := r.mountPoint("errors-stage")
-	if err := r.m.FormatAndMount(dev, stage, "ext4", nil, []string{"errors=remount-ro"}); err != nil {
+	if err := r.m.FormatAndMount(v.ID, dev, stage, "ext4", nil, []string{"errors=remount-ro"}); err != nil {
 		t.Fatal(err)
 	}
 	trigger := filepath.Join("/sys/fs/ext4", filepath.Base(dev), "trigger_fs_error")
@@ -226,7 +226,7 @@ func TestVolumeHealthDeviceRemovedUnderFilesystem(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(stage, unix.MNT_DETACH) })
-	if err := m.FormatAndMount(d.Device, stage, "ext4", nil, nil); err != nil {
+	if err := m.FormatAndMount(id, d.Device, stage, "ext4", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	check := func() health.Report {

@@ -44,10 +44,10 @@ func luksLabel(t *testing.T, device string) string {
 
 // stageAndWrite makes an ext4 filesystem on an open mapping (or mounts the
 // one there), writes data to it and unmounts it.
-func (r *rig) stageAndWrite(mapping string, data []byte) {
+func (r *rig) stageAndWrite(v *mountertest.Volume, mapping string, data []byte) {
 	r.t.Helper()
 	target := r.mountPoint("stage")
-	if err := r.m.FormatAndMount(mapping, target, "ext4", nil, nil); err != nil {
+	if err := r.m.FormatAndMount(v.ID, mapping, target, "ext4", nil, nil); err != nil {
 		r.t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(target, "data"), data, 0o600); err != nil {
@@ -69,7 +69,7 @@ func (r *rig) reopenAndRead(v *mountertest.Volume) []byte {
 		r.t.Fatal(err)
 	}
 	target := r.mountPoint("again")
-	if err := r.m.FormatAndMount(mapping, target, "ext4", nil, nil); err != nil {
+	if err := r.m.FormatAndMount(v.ID, mapping, target, "ext4", nil, nil); err != nil {
 		r.t.Fatal(err)
 	}
 	defer r.unmount(target)
@@ -105,7 +105,7 @@ func TestLUKSLabelInterrupted(t *testing.T) {
 	if got := luksLabel(t, v.Device); got != "diskplane" {
 		t.Fatalf("the retry left the header labelled %q", got)
 	}
-	r.stageAndWrite(mapping, []byte("written after the retry"))
+	r.stageAndWrite(v, mapping, []byte("written after the retry"))
 	if got := r.reopenAndRead(v); string(got) != "written after the retry" {
 		t.Fatalf("after a fresh open the file holds %q", got)
 	}
@@ -132,7 +132,7 @@ func TestLUKSUnlabelledWrittenMapping(t *testing.T) {
 				t.Fatal(err)
 			}
 			target := r.mountPoint("stage")
-			if err := r.m.FormatAndMount(mapping, target, "ext4", nil, nil); err != nil {
+			if err := r.m.FormatAndMount(v.ID, mapping, target, "ext4", nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.WriteFile(filepath.Join(target, "data"), []byte("the pod's data"), 0o600); err != nil {
@@ -259,5 +259,45 @@ func TestLUKSCostlyHeaderRefused(t *testing.T) {
 				t.Fatal("refusing the header changed the device")
 			}
 		})
+	}
+}
+
+// TestLUKSWithoutUdev opens, finds, mounts and closes a mapping the way
+// the node plugin's container does it, with no udev to serve it (its /run
+// is its own): libdevmapper then makes /dev/mapper's entry a device node
+// itself, not udev's link to /dev/dm-N, and the mapping must still be
+// known by its device numbers. The crash harness found a stage repeated
+// over such a mount refused for good.
+func TestLUKSWithoutUdev(t *testing.T) {
+	r := newLUKSRig(t)
+	t.Setenv("DM_DISABLE_UDEV", "1")
+	v := r.volume(64 * mib)
+	mapping, err := r.openKey(v, fastKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat("/dev/mapper/diskplane-" + v.ID); err != nil || fi.Mode()&os.ModeSymlink != 0 {
+		t.Fatalf("without udev the mapper entry should be a device node: %v, %v", fi, err)
+	}
+	if !strings.HasPrefix(mapping, "/dev/dm-") {
+		t.Fatalf("mapping %q, want the kernel's /dev/dm-N", mapping)
+	}
+	if got, under, err := r.m.EncryptedMapping(v.ID); err != nil || got != mapping || under != v.Device {
+		t.Fatalf("EncryptedMapping = %q, %q, %v; want %s on %s", got, under, err, mapping, v.Device)
+	}
+	// mount(8) records the mapping as /dev/mapper/<name>, here a device node
+	// of its own: it must still be known for the mapping, or a repeated
+	// stage would take the staging path for another device's.
+	target := r.mountPoint("mounted")
+	if err := r.m.FormatAndMount(v.ID, mapping, target, "ext4", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := r.m.MountedDevice(target); err != nil || got != mapping {
+		t.Fatalf("MountedDevice = %q, %v; want %s", got, err, mapping)
+	}
+	r.unmount(target)
+	r.stageAndWrite(v, mapping, []byte("no udev"))
+	if got := r.reopenAndRead(v); string(got) != "no udev" {
+		t.Fatalf("after a fresh open the file holds %q", got)
 	}
 }

@@ -265,15 +265,26 @@ func (m *linuxMounter) finishPreparation(ctx context.Context, volumeID, device, 
 	return nil
 }
 
+// EncryptedMapping finds the mapping by the device numbers of its
+// /dev/mapper entry, not by where a symlink points: where no udev serves
+// the plugin's container (its /run is its own), libdevmapper makes that
+// entry a device node itself, and only udev makes it a link to /dev/dm-N.
+// Either way the kernel's own node, /dev/dm-N, is what is returned.
 func (m *linuxMounter) EncryptedMapping(volumeID string) (string, string, error) {
-	mapping, err := filepath.EvalSymlinks(filepath.Join("/dev/mapper", mappingName(volumeID)))
+	entry := filepath.Join("/dev/mapper", mappingName(volumeID))
+	major, minor, err := m.devices.statBlock(entry)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", "", nil
 	}
 	if err != nil {
-		return "", "", fmt.Errorf("find the LUKS mapping of volume %s: %w", volumeID, err)
+		return "", "", fmt.Errorf("find the LUKS mapping of volume %s: %s: %w", volumeID, entry, err)
 	}
-	slaves, err := os.ReadDir(filepath.Join(m.devices.sysDir, "block", filepath.Base(mapping), "slaves"))
+	sysPath, err := filepath.EvalSymlinks(filepath.Join(m.devices.sysDir, "dev", "block", fmt.Sprintf("%d:%d", major, minor)))
+	if err != nil {
+		return "", "", fmt.Errorf("the LUKS mapping %s of volume %s has no sysfs entry (%d:%d): %w", entry, volumeID, major, minor, err)
+	}
+	mapping := filepath.Join(m.devices.devDir, filepath.Base(sysPath))
+	slaves, err := os.ReadDir(filepath.Join(sysPath, "slaves"))
 	if err != nil || len(slaves) != 1 {
 		return "", "", fmt.Errorf("the LUKS mapping %s of volume %s does not sit on exactly one device (%v)", mapping, volumeID, err)
 	}

@@ -29,7 +29,12 @@ var (
 // test-vm), with cryptsetup.
 func newLUKSRig(t *testing.T) *rig {
 	t.Helper()
-	r := newRig(t)
+	return requireLUKS(t, newRig(t))
+}
+
+// requireLUKS skips the test, loudly, unless r's kernel can open LUKS.
+func requireLUKS(t *testing.T, r *rig) *rig {
+	t.Helper()
 	testutil.RequireRoot(t, "cryptsetup")
 	testutil.RequireKernelFeature(t, testutil.HasDeviceMapper(), "opening LUKS volumes needs device-mapper (dm-crypt), which this kernel lacks")
 	return r
@@ -51,11 +56,12 @@ func (r *rig) open(v *mountertest.Volume, pass []byte) (string, error) {
 
 // TestLUKSLifecycle formats a blank volume as LUKS2, makes a filesystem on
 // the mapping, writes, closes, opens again and finds the data; the header
-// is EBS-ready: AES-XTS, Argon2id, labelled written.
+// is EBS-ready: AES-XTS, Argon2id, labelled written. Its derivation is
+// tuned to a time, as a node's is by default (50 ms, to keep it quick).
 func TestLUKSLifecycle(t *testing.T) {
 	for _, fsType := range []string{"ext4", "xfs"} {
 		t.Run(fsType, func(t *testing.T) {
-			r := newLUKSRig(t)
+			r := requireLUKS(t, newRigWith(t, mounter.Options{LUKSPBKDFTime: 50 * time.Millisecond}))
 			v := r.volume(320 * mib) // LUKS2 and xfs need 300 MB at least
 			mapping, err := r.open(v, passphrase)
 			if err != nil {
@@ -77,7 +83,7 @@ func TestLUKSLifecycle(t *testing.T) {
 				t.Fatalf("VerifyDevice of another volume's mapping = %v, want ErrWrongDevice", err)
 			}
 			target := r.mountPoint("stage")
-			if err := r.m.FormatAndMount(mapping, target, fsType, nil, nil); err != nil {
+			if err := r.m.FormatAndMount(v.ID, mapping, target, fsType, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			if err := os.WriteFile(filepath.Join(target, "data"), []byte("keep me"), 0o600); err != nil {
@@ -99,7 +105,7 @@ func TestLUKSLifecycle(t *testing.T) {
 			if mapping, err = r.m.OpenEncrypted(context.Background(), v.ID, v.Device, mounter.LUKSKey{Secret: passphrase}); err != nil {
 				t.Fatal(err)
 			}
-			if err := r.m.FormatAndMount(mapping, target, fsType, nil, nil); err != nil {
+			if err := r.m.FormatAndMount(v.ID, mapping, target, fsType, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			if b, err := os.ReadFile(filepath.Join(target, "data")); err != nil || string(b) != "keep me" {
@@ -223,7 +229,7 @@ func TestLUKSFormatInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := r.mountPoint("stage")
-	if err := r.m.FormatAndMount(mapping, target, "ext4", nil, nil); err != nil {
+	if err := r.m.FormatAndMount(v.ID, mapping, target, "ext4", nil, nil); err != nil {
 		t.Fatalf("FormatAndMount of the finished mapping: %v", err)
 	}
 	r.unmount(target)
@@ -247,7 +253,7 @@ func TestLUKSGrowOnline(t *testing.T) {
 				t.Fatal(err)
 			}
 			target := r.mountPoint("stage")
-			if err := r.m.FormatAndMount(mapping, target, fsType, nil, nil); err != nil {
+			if err := r.m.FormatAndMount(v.ID, mapping, target, fsType, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			defer r.unmount(target)
@@ -317,9 +323,7 @@ func TestLUKSWithoutDeviceMapper(t *testing.T) {
 // derives with Argon2id at exactly that many passes and the given memory,
 // not a cost tuned on this node, and opens again with the passphrase.
 func TestLUKSFixedIterations(t *testing.T) {
-	r := newRigWith(t, mounter.Options{LUKSPBKDFMemoryKiB: 8 << 10, LUKSPBKDFIterations: 4})
-	testutil.RequireRoot(t, "cryptsetup")
-	testutil.RequireKernelFeature(t, testutil.HasDeviceMapper(), "opening LUKS volumes needs device-mapper (dm-crypt), which this kernel lacks")
+	r := requireLUKS(t, newRigWith(t, mounter.Options{LUKSPBKDFMemoryKiB: 8 << 10, LUKSPBKDFIterations: 4}))
 	v := r.volume(64 * mib)
 	if _, err := r.open(v, passphrase); err != nil {
 		t.Fatal(err)

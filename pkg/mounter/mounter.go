@@ -72,12 +72,15 @@ type Mounter interface {
 	// not the one asked for. It fails with errors.Is(err, fs.ErrNotExist)
 	// when nothing is mounted at path.
 	MountedReadOnly(path string) (bool, error)
-	// FormatAndMount mounts device at target as fsType. A device that holds
-	// nothing is formatted first with mkfsArgs added to mkfs's command line;
-	// a device that holds fsType is mounted as it is; a device holding
-	// anything else (another filesystem, a partition table, a LUKS header)
-	// is left untouched and the call fails with ErrFilesystemMismatch.
-	FormatAndMount(device, target, fsType string, mkfsArgs, mountOptions []string) error
+	// FormatAndMount mounts device, which was found to be volumeID, at
+	// target as fsType. A device that holds nothing is formatted first with
+	// mkfsArgs added to mkfs's command line, once it has been shown to be
+	// volumeID again right before (a device name or disk number can be
+	// handed to another volume between finding it and formatting it); a
+	// device that holds fsType is mounted as it is; a device holding anything
+	// else (another filesystem, a partition table, a LUKS header) is left
+	// untouched and the call fails with ErrFilesystemMismatch.
+	FormatAndMount(volumeID, device, target, fsType string, mkfsArgs, mountOptions []string) error
 	// BindMount bind-mounts source (a directory or a device node) onto
 	// target with the given options ("ro" makes the bind read-only).
 	BindMount(source, target string, options []string) error
@@ -235,6 +238,12 @@ type Options struct {
 	// pipes or its library in a HostProcess container. Required on Windows,
 	// unused on Linux.
 	CSIProxy csiproxy.Host
+	// StateDir is a directory of the node's own on a Windows host, which
+	// csi-proxy may write (below the kubelet's directory): there the node
+	// records the disk work it has begun and must finish after an
+	// interruption (a partition made and not yet formatted). Required on
+	// Windows, unused on Linux.
+	StateDir string
 	// DeviceLinkDir is where the by-id links of NVMe devices are; tests point
 	// it at a private directory.
 	DeviceLinkDir string

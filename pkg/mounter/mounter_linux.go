@@ -144,20 +144,17 @@ func (m *linuxMounter) MountedDevice(path string) (string, error) {
 	if device == "" {
 		return "", nil
 	}
-	if resolved, err := filepath.EvalSymlinks(device); err == nil {
-		device = resolved
-	}
-	return device, nil
+	return m.devices.kernelName(device), nil
 }
 
-func (m *linuxMounter) FormatAndMount(device, target, fsType string, mkfsArgs, mountOptions []string) error {
+func (m *linuxMounter) FormatAndMount(volumeID, device, target, fsType string, mkfsArgs, mountOptions []string) error {
 	found, err := probe(m.exec, device)
 	if err != nil {
 		return err
 	}
 	switch {
 	case found.Blank():
-		if err := m.format(device, fsType, mkfsArgs); err != nil {
+		if err := m.format(volumeID, device, fsType, mkfsArgs); err != nil {
 			return err
 		}
 	case found.Filesystem == fsType && found.PartitionTable == "":
@@ -171,13 +168,17 @@ func (m *linuxMounter) FormatAndMount(device, target, fsType string, mkfsArgs, m
 	return nil
 }
 
-// format makes a filesystem on a device that probe found blank. It probes
-// again right before mkfs, so that the decision to format rests on a read
-// made moments before, not on one that a device reset may have falsified
-// since. mkfs.xfs is not forced, so it refuses on its own if it finds a
-// signature; mkfs.ext* never asks when not run from a terminal, so the
-// probes are what protect ext volumes.
-func (m *linuxMounter) format(device, fsType string, mkfsArgs []string) error {
+// format makes a filesystem on a device that probe found blank. Right
+// before mkfs it shows the device to be volumeID again and probes it again,
+// so that the decision to format rests on what was read moments before,
+// not on what a device reset or a device name handed to another volume may
+// have falsified since. mkfs.xfs is not forced, so it refuses on its own if
+// it finds a signature; mkfs.ext* never asks when not run from a terminal,
+// so the probes are what protect ext volumes.
+func (m *linuxMounter) format(volumeID, device, fsType string, mkfsArgs []string) error {
+	if err := m.devices.Verify(volumeID, device); err != nil {
+		return fmt.Errorf("check %s is still volume %s before formatting it: %w", device, volumeID, err)
+	}
 	found, err := probe(m.exec, device)
 	if err != nil {
 		return err

@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -39,8 +38,10 @@ type rig struct {
 }
 
 func newRig(t *testing.T) *rig {
-	// A LUKS2 header tuned to open in 50 ms: the tests format many.
-	return newRigWith(t, mounter.Options{LUKSPBKDFTime: 50 * time.Millisecond})
+	// LUKS2 headers at Argon2id's least fixed cost: the tests format many,
+	// and tuning each one's cost takes seconds under the node VM's
+	// emulation (TestLUKSLifecycle formats as a node does by default).
+	return newRigWith(t, mounter.Options{LUKSPBKDFMemoryKiB: 8 << 10, LUKSPBKDFIterations: 4})
 }
 
 // newRigWith is newRig with a mounter of these options (the rig sets where
@@ -105,7 +106,7 @@ func TestFormatAndMountKeepsData(t *testing.T) {
 				t.Fatalf("FindDevice = %s, want %s", dev, v.Device)
 			}
 			target := r.mountPoint("stage")
-			if err := r.m.FormatAndMount(dev, target, fsType, nil, nil); err != nil {
+			if err := r.m.FormatAndMount(v.ID, dev, target, fsType, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			if got, err := r.m.MountedDevice(target); err != nil || got != v.Device {
@@ -117,7 +118,7 @@ func TestFormatAndMountKeepsData(t *testing.T) {
 			r.unmount(target)
 			// The second time the device holds the filesystem: it must be
 			// mounted as it is, not formatted again.
-			if err := r.m.FormatAndMount(dev, target, fsType, nil, nil); err != nil {
+			if err := r.m.FormatAndMount(v.ID, dev, target, fsType, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			if b, err := os.ReadFile(filepath.Join(target, "data")); err != nil || string(b) != "keep me" {
@@ -132,7 +133,7 @@ func TestFormatAppliesMkfsOptions(t *testing.T) {
 	r := newRig(t)
 	v := r.volume(320 * mib)
 	target := r.mountPoint("stage")
-	if err := r.m.FormatAndMount(r.find(v), target, "ext4", []string{"-b", "1024", "-N", "5000"}, nil); err != nil {
+	if err := r.m.FormatAndMount(v.ID, r.find(v), target, "ext4", []string{"-b", "1024", "-N", "5000"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	var st unix.Statfs_t
@@ -178,7 +179,7 @@ func TestFormatRefusesDevicesWithData(t *testing.T) {
 			flush(t, dev)
 			before := checksum(t, v.File)
 			target := r.mountPoint("stage")
-			err := r.m.FormatAndMount(dev, target, tc.fsType, nil, nil)
+			err := r.m.FormatAndMount(v.ID, dev, target, tc.fsType, nil, nil)
 			if !errors.Is(err, mounter.ErrFilesystemMismatch) {
 				t.Fatalf("FormatAndMount = %v, want ErrFilesystemMismatch", err)
 			}
@@ -205,7 +206,7 @@ func TestFormatNeverFollowsAFailedProbe(t *testing.T) {
 	v := r.volume(320 * mib)
 	dev := r.find(v)
 	target := r.mountPoint("stage")
-	if err := r.m.FormatAndMount(dev, target, "ext4", nil, nil); err != nil {
+	if err := r.m.FormatAndMount(v.ID, dev, target, "ext4", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(target, "data"), []byte("keep me"), 0o600); err != nil {
@@ -216,7 +217,7 @@ func TestFormatNeverFollowsAFailedProbe(t *testing.T) {
 	before := checksum(t, v.File)
 
 	failOnce(t, "blkid", "No such device or address")
-	if err := r.m.FormatAndMount(dev, target, "ext4", nil, nil); err == nil {
+	if err := r.m.FormatAndMount(v.ID, dev, target, "ext4", nil, nil); err == nil {
 		t.Fatal("FormatAndMount succeeded although blkid could not open the device")
 	}
 	if mounted, err := r.m.IsMountPoint(target); err != nil || mounted {
@@ -226,7 +227,7 @@ func TestFormatNeverFollowsAFailedProbe(t *testing.T) {
 	if after := checksum(t, v.File); after != before {
 		t.Fatal("the device's bytes changed after a failed probe")
 	}
-	if err := r.m.FormatAndMount(dev, target, "ext4", nil, nil); err != nil {
+	if err := r.m.FormatAndMount(v.ID, dev, target, "ext4", nil, nil); err != nil {
 		t.Fatalf("the retry: %v", err)
 	}
 	if b, err := os.ReadFile(filepath.Join(target, "data")); err != nil || string(b) != "keep me" {
@@ -297,7 +298,7 @@ func TestResizeWhileMounted(t *testing.T) {
 			v := r.volume(1024 * mib)
 			dev := r.find(v)
 			target := r.mountPoint("stage")
-			if err := r.m.FormatAndMount(dev, target, fsType, nil, nil); err != nil {
+			if err := r.m.FormatAndMount(v.ID, dev, target, fsType, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			before, err := r.m.FilesystemStats(target)
@@ -332,7 +333,7 @@ func TestBindMounts(t *testing.T) {
 	v := r.volume(64 * mib)
 	dev := r.find(v)
 	stage := r.mountPoint("stage")
-	if err := r.m.FormatAndMount(dev, stage, "ext4", nil, nil); err != nil {
+	if err := r.m.FormatAndMount(v.ID, dev, stage, "ext4", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	ro := r.mountPoint("ro")
@@ -390,9 +391,10 @@ func TestBlockBindMount(t *testing.T) {
 // of its node) are found, and nothing else is.
 func TestMountRefs(t *testing.T) {
 	r := newRig(t)
-	dev := r.find(r.volume(64 * mib))
+	v := r.volume(64 * mib)
+	dev := r.find(v)
 	stage := r.mountPoint("stage")
-	if err := r.m.FormatAndMount(dev, stage, "ext4", nil, nil); err != nil {
+	if err := r.m.FormatAndMount(v.ID, dev, stage, "ext4", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	pod1, pod2 := r.mountPoint("pod1"), r.mountPoint("pod2")
@@ -441,9 +443,10 @@ func TestMountRefs(t *testing.T) {
 // device's file, and that a path nothing is mounted at is "not exist".
 func TestMountedReadOnly(t *testing.T) {
 	r := newRig(t)
-	dev := r.find(r.volume(64 * mib))
+	v := r.volume(64 * mib)
+	dev := r.find(v)
 	stage := r.mountPoint("stage")
-	if err := r.m.FormatAndMount(dev, stage, "ext4", nil, nil); err != nil {
+	if err := r.m.FormatAndMount(v.ID, dev, stage, "ext4", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	rw, ro := r.mountPoint("rw"), r.mountPoint("ro")
@@ -495,7 +498,7 @@ func TestStatsMatchDF(t *testing.T) {
 	r := newRig(t)
 	v := r.volume(128 * mib)
 	target := r.mountPoint("stage")
-	if err := r.m.FormatAndMount(r.find(v), target, "ext4", nil, nil); err != nil {
+	if err := r.m.FormatAndMount(v.ID, r.find(v), target, "ext4", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(target, "f"), bytes.Repeat([]byte{1}, 3*mib), 0o600); err != nil {

@@ -30,6 +30,9 @@ const resizeSlack = 256 << 20
 type windowsMounter struct {
 	host csiproxy.Host
 	wait time.Duration
+	// stateDir is the host directory of the node's records
+	// (partitionedDir).
+	stateDir string
 }
 
 // New returns the Mounter of a Windows node over o.CSIProxy.
@@ -37,11 +40,14 @@ func New(o Options) (Mounter, error) {
 	if o.CSIProxy == nil {
 		return nil, errors.New("the Windows node needs csi-proxy (Options.CSIProxy)")
 	}
+	if o.StateDir == "" {
+		return nil, errors.New("the Windows node needs a directory of its own on the host (Options.StateDir)")
+	}
 	wait := o.DeviceWait
 	if wait <= 0 {
 		wait = DefaultDeviceWait
 	}
-	return &windowsMounter{host: o.CSIProxy, wait: wait}, nil
+	return &windowsMounter{host: o.CSIProxy, wait: wait, stateDir: hostPath(o.StateDir)}, nil
 }
 
 func (m *windowsMounter) Platform() Platform { return WindowsPlatform }

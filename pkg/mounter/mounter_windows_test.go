@@ -20,6 +20,7 @@ const (
 	stageDir = `c:\var\lib\kubelet\plugins\kubernetes.io\csi\ebs.csi.diskplane.io\abc\globalmount`
 	// The kubelet may send forward slashes too.
 	targetDir = `c:/var/lib/kubelet/pods/p1/volumes/kubernetes.io~csi/pvc-1/mount`
+	stateDir  = `c:\var\lib\kubelet\plugins\ebs.csi.diskplane.io`
 )
 
 // newWindows returns the Windows mounter over the csi-proxy library, whose
@@ -37,7 +38,7 @@ func newWindows(t *testing.T) (*windowsMounter, *winhost.Host, *winhost.StaticSo
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := New(Options{CSIProxy: host, DeviceWait: 3 * time.Second})
+	m, err := New(Options{CSIProxy: host, DeviceWait: 3 * time.Second, StateDir: stateDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("IsMountPoint of a missing path = %v, want fs.ErrNotExist", err)
 	}
 	must(t, m.MakeDir(stageDir))
-	must(t, m.FormatAndMount(device, stageDir, "ntfs", nil, nil))
+	must(t, m.FormatAndMount(volID, device, stageDir, "ntfs", nil, nil))
 	if got, err := m.MountedDevice(stageDir); err != nil || got != device {
 		t.Fatalf("MountedDevice(staging) = %q, %v; want %s", got, err, device)
 	}
@@ -170,7 +171,7 @@ func TestLifecycle(t *testing.T) {
 	if online, _ := h.GetDiskState(view(t, h, volID).Number); online {
 		t.Fatal("the disk is online after Unmount")
 	}
-	must(t, m.FormatAndMount(device, stageDir, "ntfs", nil, nil))
+	must(t, m.FormatAndMount(volID, device, stageDir, "ntfs", nil, nil))
 	if n := formats(t, h, volID); n != 1 {
 		t.Fatalf("the volume was formatted %d times, want once", n)
 	}
@@ -187,7 +188,7 @@ func TestGrow(t *testing.T) {
 	device, err := m.FindDevice(ctx, volID, "")
 	must(t, err)
 	must(t, m.MakeDir(stageDir))
-	must(t, m.FormatAndMount(device, stageDir, "ntfs", nil, nil))
+	must(t, m.FormatAndMount(volID, device, stageDir, "ntfs", nil, nil))
 	before, err := m.FilesystemStats(stageDir)
 	must(t, err)
 
@@ -240,7 +241,7 @@ func TestLayoutsRefused(t *testing.T) {
 			device, err := m.FindDevice(context.Background(), volID, "")
 			must(t, err)
 			must(t, m.MakeDir(stageDir))
-			if err := m.FormatAndMount(device, stageDir, "ntfs", nil, nil); !errors.Is(err, ErrFilesystemMismatch) {
+			if err := m.FormatAndMount(volID, device, stageDir, "ntfs", nil, nil); !errors.Is(err, ErrFilesystemMismatch) {
 				t.Fatalf("FormatAndMount = %v, want ErrFilesystemMismatch", err)
 			}
 			after := view(t, h, volID)

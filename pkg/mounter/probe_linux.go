@@ -192,13 +192,3 @@ func readsZero(f *os.File, size int64, offsets []int64) (bool, error) {
 	}
 	return true, nil
 }
-
-// allZero reports whether b holds only zeros.
-func allZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}

@@ -3,6 +3,7 @@
 package mounter
 
 import (
+	"cmp"
 	"errors"
 	"os"
 	"path/filepath"
@@ -101,7 +102,7 @@ func TestProbe(t *testing.T) {
 		wantError string
 	}{
 		{name: "filesystem", blkid: blkidResult{stdout: "DEVNAME=/dev/x\nUUID=1\nTYPE=ext4\n"}, want: deviceContent{Filesystem: "ext4"}},
-		{name: "LUKS", blkid: blkidResult{stdout: "TYPE=crypto_LUKS\nVERSION=2\n"}, want: deviceContent{Filesystem: "crypto_LUKS"}},
+		{name: "LUKS", blkid: blkidResult{stdout: "TYPE=crypto_LUKS\nVERSION=2\n"}, want: deviceContent{Filesystem: "crypto_LUKS", Version: "2"}},
 		{name: "partition table", blkid: blkidResult{stdout: "PTUUID=ab\nPTTYPE=gpt\n"}, want: deviceContent{PartitionTable: "gpt"}},
 		{name: "found but unnamed", blkid: blkidResult{stdout: "USAGE=other\n"}, want: deviceContent{Unrecognised: true}},
 		{name: "nothing found, zeros", blkid: blkidResult{exit: 2}, want: deviceContent{}},
@@ -141,9 +142,33 @@ func TestProbe(t *testing.T) {
 	}
 }
 
+// fakeLoopFinder is a device finder that takes every device for loop
+// device 7:9, backed by the file of volume backedBy, as the EC2 emulator
+// attaches it: sysfs is a directory of the test's.
+func fakeLoopFinder(t *testing.T, backedBy string) *deviceFinder {
+	t.Helper()
+	sys := t.TempDir()
+	loop := filepath.Join(sys, "devices", "virtual", "block", "loop9")
+	if err := os.MkdirAll(filepath.Join(loop, "loop"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(loop, "loop", "backing_file"), []byte("/data/volumes/"+backedBy+".img\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(sys, "dev", "block"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(loop, filepath.Join(sys, "dev", "block", "7:9")); err != nil {
+		t.Fatal(err)
+	}
+	return &deviceFinder{sysDir: sys, devDir: "/dev", loops: true,
+		statBlock: func(string) (uint32, uint32, error) { return 7, 9, nil }}
+}
+
 // TestFormatOnlyWhatTwoProbesFoundBlank drives FormatAndMount with a
 // scripted blkid: mkfs runs only when both probes, the one that decides and
-// the one right before mkfs, positively found the device blank.
+// the one right before mkfs, positively found the device blank, and the
+// device is still the volume right before mkfs.
 func TestFormatOnlyWhatTwoProbesFoundBlank(t *testing.T) {
 	nothing := blkidResult{exit: 2}
 	tests := []struct {
@@ -153,6 +178,9 @@ func TestFormatOnlyWhatTwoProbesFoundBlank(t *testing.T) {
 		wantMkfs  bool
 		wantMount bool
 		wantErr   error // errors.Is target of a refusal; nil means any error
+		// backedBy is the volume the device is when mkfs would run; "" is
+		// the volume asked for.
+		backedBy string
 	}{
 		{name: "blank twice", blkid: []blkidResult{nothing, nothing}, wantMkfs: true, wantMount: true},
 		{name: "open error looks like nothing found", blkid: []blkidResult{{exit: 2, stderr: openError}}},
@@ -162,14 +190,19 @@ func TestFormatOnlyWhatTwoProbesFoundBlank(t *testing.T) {
 		{name: "the requested filesystem", blkid: []blkidResult{{stdout: "TYPE=ext4\n"}}, wantMount: true},
 		{name: "another filesystem", blkid: []blkidResult{{stdout: "TYPE=xfs\n"}}, wantErr: ErrFilesystemMismatch},
 		{name: "partition table", blkid: []blkidResult{{stdout: "PTTYPE=dos\n"}}, wantErr: ErrFilesystemMismatch},
+		// The device name went to another volume between finding it and
+		// formatting it.
+		{name: "another volume's device by then", blkid: []blkidResult{nothing}, backedBy: "vol-0fedcba9876543210", wantErr: ErrWrongDevice},
 	}
+	const volumeID = "vol-0123456789abcdef0"
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dev := fakeDevice(t, 8<<20, tc.nonZeroAt...)
 			s := &scriptedExec{t: t, blkid: tc.blkid}
 			fm := mountutils.NewFakeMounter(nil)
-			m := &linuxMounter{mounter: fm, exec: s.exec()}
-			err := m.FormatAndMount(dev, "/stage", "ext4", nil, nil)
+			backedBy := cmp.Or(tc.backedBy, volumeID)
+			m := &linuxMounter{mounter: fm, exec: s.exec(), devices: fakeLoopFinder(t, backedBy)}
+			err := m.FormatAndMount(volumeID, dev, "/stage", "ext4", nil, nil)
 			ranMkfs := slices.ContainsFunc(s.ran, func(c []string) bool { return c[0] == "mkfs.ext4" })
 			if ranMkfs != tc.wantMkfs {
 				t.Fatalf("mkfs ran: %v, want %v (commands: %v)", ranMkfs, tc.wantMkfs, s.ran)

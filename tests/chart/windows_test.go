@@ -61,7 +61,8 @@ func TestWindowsCSIProxy(t *testing.T) {
 	}
 	for _, arg := range []string{"--mode=node", "--endpoint=unix://C:/csi/csi.sock", "--plugin-registration-dir=C:\\registration",
 		`--kubelet-registration-path=C:\var\lib\kubelet\plugins\ebs.csi.diskplane.io\csi.sock`, "--csi-proxy-wait=30s",
-		"--driver-name=ebs.csi.diskplane.io", "--volume-attach-limit=20"} {
+		"--driver-name=ebs.csi.diskplane.io", "--volume-attach-limit=20",
+		`--windows-state-dir=C:\var\lib\kubelet\plugins\ebs.csi.diskplane.io`} {
 		if !hasArg(c.Args, arg) {
 			t.Errorf("plugin args %q lack %s", c.Args, arg)
 		}

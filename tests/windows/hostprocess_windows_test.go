@@ -47,7 +47,7 @@ func (n *hostProcessNode) start(t *testing.T) {
 		cancel()
 		t.Fatal(err)
 	}
-	m, err := mounter.New(mounter.Options{CSIProxy: proxy})
+	m, err := mounter.New(mounter.Options{CSIProxy: proxy, StateDir: `c:\var\lib\kubelet\plugins\` + driverName})
 	if err != nil {
 		cancel()
 		t.Fatal(err)

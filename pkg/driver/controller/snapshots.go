@@ -37,11 +37,11 @@ func (s *Service) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotReq
 	}
 	defer release()
 
-	keyTags, err := s.snapshotKeyTags(ctx, source)
+	sourceTags, err := s.snapshotSourceTags(ctx, source)
 	if err != nil {
 		return nil, err
 	}
-	snap, err := s.cloud.CreateSnapshot(ctx, name, source, &cloud.CreateSnapshotOptions{Tags: mergeMaps(params.Tags, keyTags)})
+	snap, err := s.cloud.CreateSnapshot(ctx, name, source, &cloud.CreateSnapshotOptions{Tags: mergeMaps(params.Tags, sourceTags)})
 	if err != nil {
 		return nil, failed(err, "create snapshot %q of volume %s", name, source)
 	}

@@ -157,22 +157,31 @@ func (s *Service) volumeKeyContext(ctx context.Context, vol *cloud.Volume, key p
 	return volumecontext.KMSKey{KeyID: w.KeyARN, RoleARN: key.RoleARN, Wrapped: w.Ciphertext}.VolumeContext(), nil
 }
 
-// snapshotKeyTags are the tags a snapshot of sourceID needs to be restored
-// with its key: the source volume's wrapped key and the volume its
-// encryption context names; none for a volume without one.
-func (s *Service) snapshotKeyTags(ctx context.Context, sourceID string) (map[string]string, error) {
+// snapshotSourceTags are the tags a snapshot of sourceID carries from its
+// volume: the layout it was made for (tagLayout), and what a restore needs
+// to get its key: the wrapped key and the volume its encryption context
+// names.
+func (s *Service) snapshotSourceTags(ctx context.Context, sourceID string) (map[string]string, error) {
 	vol, err := s.cloud.GetVolume(ctx, sourceID)
 	if err != nil {
 		return nil, failed(err, "source volume %s", sourceID)
+	}
+	tags := map[string]string{}
+	if layout := vol.Tags[s.tagKey(tagLayout)]; layout != "" {
+		tags[s.tagKey(tagLayout)] = layout
 	}
 	w, ok, err := s.wrappedFromTags(vol.Tags)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "source volume %s: %v", sourceID, err)
 	}
 	if !ok {
-		return nil, nil
+		return tags, nil
 	}
-	return s.wrappedKeyTags(w, sourceID)
+	keyTags, err := s.wrappedKeyTags(w, sourceID)
+	if err != nil {
+		return nil, err
+	}
+	return mergeMaps(tags, keyTags), nil
 }
 
 // tagKey is a tag key under the driver's reserved prefix.

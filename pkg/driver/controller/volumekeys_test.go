@@ -173,9 +173,11 @@ func TestCreateVolumeRefusesBeforeCreatingAnything(t *testing.T) {
 					t.Fatal(err)
 				}
 			}},
+		// Its source was encrypted with a passphrase: the same layout
+		// (luks2:ext4), and no key in KMS.
 		{name: "a restore of a snapshot without a wrapped key", withKeys: true, req: plainSource, code: codes.InvalidArgument, msg: "carries no KMS-wrapped LUKS key",
 			prepare: func(h *keyHarness) {
-				src := h.createVolume(t, createReq("pvc-plain", 2, ""))
+				src := h.createVolume(t, withParams(createReq("pvc-plain", 2, ""), map[string]string{"nodeEncryption": "luks2"}))
 				snap, err := h.svc.CreateSnapshot(h.ctx(), &csi.CreateSnapshotRequest{Name: "snap-plain", SourceVolumeId: src.GetVolumeId()})
 				if err != nil {
 					t.Fatal(err)

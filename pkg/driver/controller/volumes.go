@@ -61,15 +61,22 @@ func (s *Service) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest
 		Tags:                    params.Tags,
 	}
 	where := place(name, req.GetAccessibilityRequirements())
-	sourceGiB, err := s.resolveSource(ctx, req.GetVolumeContentSource(), &where, opts)
+	src, err := s.resolveSource(ctx, req.GetVolumeContentSource(), &where, opts)
 	if err != nil {
 		return nil, err
+	}
+	layout := layoutOf(params, caps)
+	if err := checkSourceLayout(src, layout); err != nil {
+		return nil, err
+	}
+	if layout != "" {
+		opts.Tags = mergeMaps(opts.Tags, map[string]string{s.tagKey(tagLayout): layout})
 	}
 	sourceKey, err := s.checkVolumeKey(ctx, params.NodeEncryptionKey, caps, req.GetVolumeContentSource())
 	if err != nil {
 		return nil, err
 	}
-	if opts.SizeGiB, err = volumeSize(req.GetCapacityRange(), params.Type, sourceGiB); err != nil {
+	if opts.SizeGiB, err = volumeSize(req.GetCapacityRange(), params.Type, src.sizeGiB); err != nil {
 		return nil, err
 	}
 	opts.Zone, opts.ZoneID = where.zone, where.zoneID
@@ -96,52 +103,63 @@ func (s *Service) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest
 	}}, nil
 }
 
+// contentSource is a restore's or clone's source, as resolveSource found
+// it; the zero value is none.
+type contentSource struct {
+	// what names it, for messages: "snapshot snap-…", "volume vol-…".
+	what string
+	// sizeGiB is its size, the new volume's minimum.
+	sizeGiB int64
+	// layout is what it was made for (tagLayout), "" when unknown.
+	layout string
+}
+
 // resolveSource checks a snapshot or volume to restore or clone from, sets
-// it in opts, and returns its size in GiB (the new volume's minimum). A clone
-// is made in its source's zone, which must satisfy the request's topology.
-func (s *Service) resolveSource(ctx context.Context, src *csi.VolumeContentSource, where *placement, opts *cloud.CreateVolumeOptions) (int64, error) {
+// it in opts, and returns what it is. A clone is made in its source's
+// zone, which must satisfy the request's topology.
+func (s *Service) resolveSource(ctx context.Context, src *csi.VolumeContentSource, where *placement, opts *cloud.CreateVolumeOptions) (contentSource, error) {
 	switch {
 	case src == nil:
-		return 0, nil
+		return contentSource{}, nil
 	case src.GetSnapshot() != nil:
 		id := src.GetSnapshot().GetSnapshotId()
 		if err := requireID("source snapshot ID", id); err != nil {
-			return 0, err
+			return contentSource{}, err
 		}
 		snap, err := s.cloud.GetSnapshot(ctx, id)
 		if err != nil {
-			return 0, failed(err, "source snapshot %s", id)
+			return contentSource{}, failed(err, "source snapshot %s", id)
 		}
 		if !snap.Ready {
 			// A snapshot that is still being taken cannot be restored yet;
 			// wait for it within the caller's deadline (a retry waits on).
 			if snap, err = s.cloud.WaitForSnapshot(ctx, id); err != nil {
-				return 0, failed(err, "wait for source snapshot %s", id)
+				return contentSource{}, failed(err, "wait for source snapshot %s", id)
 			}
 		}
 		if !snap.Ready {
-			return 0, invalidArgument("source snapshot %s is in state %s and cannot be restored", id, snap.State)
+			return contentSource{}, invalidArgument("source snapshot %s is in state %s and cannot be restored", id, snap.State)
 		}
 		opts.SnapshotID = id
-		return int64(snap.SizeGiB), nil
+		return contentSource{what: "snapshot " + id, sizeGiB: int64(snap.SizeGiB), layout: snap.Tags[s.tagKey(tagLayout)]}, nil
 	case src.GetVolume() != nil:
 		id := src.GetVolume().GetVolumeId()
 		if err := requireID("source volume ID", id); err != nil {
-			return 0, err
+			return contentSource{}, err
 		}
 		vol, err := s.cloud.GetVolume(ctx, id)
 		if err != nil {
-			return 0, failed(err, "source volume %s", id)
+			return contentSource{}, failed(err, "source volume %s", id)
 		}
 		if !where.allows(vol.Zone, vol.ZoneID) {
-			return 0, status.Errorf(codes.ResourceExhausted,
+			return contentSource{}, status.Errorf(codes.ResourceExhausted,
 				"source volume %s is in zone %s, outside the requested topology; a clone is made in its source's zone", id, vol.Zone)
 		}
 		where.zone, where.zoneID = vol.Zone, ""
 		opts.SourceVolumeID = id
-		return int64(vol.SizeGiB), nil
+		return contentSource{what: "volume " + id, sizeGiB: int64(vol.SizeGiB), layout: vol.Tags[s.tagKey(tagLayout)]}, nil
 	default:
-		return 0, invalidArgument("volume content source names neither a snapshot nor a volume")
+		return contentSource{}, invalidArgument("volume content source names neither a snapshot nor a volume")
 	}
 }
 

@@ -40,6 +40,7 @@ func TestCreateVolume(t *testing.T) {
 					cloud.TagVolumeName: "pvc-plain", testDriverName + "/cluster": "true",
 					"kubernetes.io/cluster/test-cluster": "owned", "team": "storage",
 					parameters.TagCreatedForPVCName: "data", parameters.TagCreatedForPVCNamespace: "shop", parameters.TagCreatedForPVName: "pvc-plain",
+					testDriverName + "/layout": "ext4",
 				}
 				if v.Type != "gp3" || !maps.Equal(v.Tags, want) {
 					t.Fatalf("type %s tags %v, want gp3 and %v", v.Type, v.Tags, want)

@@ -117,6 +117,19 @@ func TestStageEncrypted(t *testing.T) {
 			wantCalls: []string{"mount -t ext4 -o  " + mapping + " " + staging},
 		},
 		{
+			// Before, the open mapping was reused whatever the secret said,
+			// and the wrong passphrase showed only after the next reboot.
+			name: "a mapping left open, and another passphrase: refused, nothing mounted",
+			prepare: func(f *fakeOS) {
+				f.formats[volDev], f.luksKeys[volDev], f.formats[mapping] = "crypto_LUKS", "the old one", "ext4"
+				f.mappings[volID] = volDev
+				f.deviceSizes[mapping] = f.deviceSizes[volDev] - luksHeaderBytes
+			},
+			req:      encryptedStageReq(mountCap("ext4"), stageSecrets),
+			wantCode: codes.PermissionDenied,
+			wantMsg:  "is not this volume's passphrase",
+		},
+		{
 			name: "grown while detached: the open mapping grows with the stage passphrase",
 			prepare: func(f *fakeOS) {
 				f.formats[volDev], f.luksKeys[volDev], f.formats[mapping] = "crypto_LUKS", secretPass, "ext4"
@@ -227,6 +240,8 @@ func TestExpandEncrypted(t *testing.T) {
 		{name: "not grown needs no secret", grown: false},
 		{name: "grown, no secret", grown: true, wantCode: codes.FailedPrecondition, wantMsg: "csi.storage.k8s.io/node-expand-secret-name"},
 		{name: "grown, wrong passphrase", secrets: map[string]string{"luksPassphrase": "nope"}, grown: true, wantCode: codes.PermissionDenied, wantMsg: "node-expand secret"},
+		// A node-expand secret given is checked even with nothing to grow.
+		{name: "not grown, wrong passphrase", secrets: map[string]string{"luksPassphrase": "nope"}, grown: false, wantCode: codes.PermissionDenied, wantMsg: "node-expand secret"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -212,7 +212,7 @@ func (f *fakeOS) MountedReadOnly(path string) (bool, error) {
 	return slices.Contains(m.options, "ro"), nil
 }
 
-func (f *fakeOS) FormatAndMount(device, target, fsType string, mkfsArgs, mountOptions []string) error {
+func (f *fakeOS) FormatAndMount(_, device, target, fsType string, mkfsArgs, mountOptions []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.failOn["FormatAndMount"]; err != nil {

@@ -117,7 +117,7 @@ func (s *Service) mountStaging(ctx context.Context, volumeID, device, staging, f
 		klog.V(4).InfoS("Volume already staged", "volumeID", volumeID, "device", device, "stagingPath", staging)
 	} else {
 		options := stageMountOptions(fsType, c.GetMount().GetMountFlags())
-		if err := s.os.FormatAndMount(device, staging, fsType, format.MkfsArgs(fsType), options); err != nil {
+		if err := s.os.FormatAndMount(volumeID, device, staging, fsType, format.MkfsArgs(fsType), options); err != nil {
 			return osError(ctx, fmt.Sprintf("mount volume %s (%s) at %s", volumeID, device, staging), err)
 		}
 		klog.V(2).InfoS("Staged volume", "volumeID", volumeID, "device", device, "fsType", fsType, "stagingPath", staging)

@@ -16,9 +16,23 @@ const (
 	// PUT records what a volume holds (a winhost.Disk), as another system
 	// would have left it.
 	PathDisks = "/disks"
+	// PathFaults: POST arms misbehaviours of the host (a Faults): a call
+	// that fails once, or times out after the host did the work; the
+	// volumes of new partitions arriving late.
+	PathFaults = "/faults"
 	// PathHealth answers ok.
 	PathHealth = "/healthz"
 )
+
+// Faults is the body of a POST to PathFaults.
+type Faults struct {
+	// FailNext are armed in order (winhost.Host.FailNext).
+	FailNext []winhost.Fault `json:"failNext,omitempty"`
+	// DelayNewVolumes, when set, is how many listings of its disk's volumes
+	// the volume of each new partition is missing from
+	// (winhost.Host.DelayNewVolumes).
+	DelayNewVolumes *int `json:"delayNewVolumes,omitempty"`
+}
 
 // AdminHandler serves the emulator's view of the host over HTTP, for tests
 // and people: what each disk holds, where its volumes are mounted, how
@@ -53,6 +67,26 @@ func AdminHandler(host *winhost.Host) http.Handler {
 			return
 		}
 		klog.InfoS("Disk layout set through the admin API", "volumeID", d.VolumeID, "style", d.Style, "partitions", len(d.Partitions))
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("POST "+PathFaults, func(w http.ResponseWriter, r *http.Request) {
+		var f Faults
+		if err := json.NewDecoder(r.Body).Decode(&f); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		for _, fault := range f.FailNext {
+			if fault.Op == "" {
+				http.Error(w, "a fault needs the operation it strikes (op)", http.StatusBadRequest)
+				return
+			}
+		}
+		for _, fault := range f.FailNext {
+			host.FailNext(fault)
+		}
+		if f.DelayNewVolumes != nil {
+			host.DelayNewVolumes(*f.DelayNewVolumes)
+		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	return mux

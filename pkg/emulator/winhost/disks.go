@@ -52,6 +52,10 @@ type Disk struct {
 	Online     bool         `json:"online"`
 	Style      string       `json:"style"`
 	Partitions []*Partition `json:"partitions,omitempty"`
+	// Signature is what another system wrote over the whole disk, with no
+	// partition table: ext4, xfs or crypto_LUKS (what a Linux node makes of
+	// an EBS volume). Windows shows such a disk RAW, with no volume.
+	Signature string `json:"signature,omitempty"`
 }
 
 // Partition is one partition of a disk.
@@ -149,7 +153,7 @@ func (d *Disk) normalPartitions() int {
 // disk by disk number.
 func (h *Host) ListDiskIDs() (map[uint32]DiskIDs, error) {
 	out := map[uint32]DiskIDs{}
-	err := h.do(func() (bool, error) {
+	err := h.do("ListDiskIDs", func() (bool, error) {
 		for id, n := range h.st.Numbers {
 			out[n] = DiskIDs{SerialNumber: serialNumber(id), Page83: page83(id)}
 		}
@@ -173,7 +177,7 @@ type DiskLocation struct {
 // namespace of its own controller, so the target is the disk number.
 func (h *Host) ListDiskLocations() (map[uint32]DiskLocation, error) {
 	out := map[uint32]DiskLocation{}
-	err := h.do(func() (bool, error) {
+	err := h.do("ListDiskLocations", func() (bool, error) {
 		for _, n := range h.st.Numbers {
 			out[n] = DiskLocation{Adapter: "0", Bus: "0", Target: strconv.Itoa(int(n)), LUNID: "1"}
 		}
@@ -185,7 +189,7 @@ func (h *Host) ListDiskLocations() (map[uint32]DiskLocation, error) {
 // IsDiskInitialized reports whether the disk has a partition style.
 func (h *Host) IsDiskInitialized(number uint32) (bool, error) {
 	var ok bool
-	err := h.do(func() (bool, error) {
+	err := h.do("IsDiskInitialized", func() (bool, error) {
 		d, err := h.disk(number)
 		if err == nil {
 			ok = d.Style != StyleRaw
@@ -197,13 +201,17 @@ func (h *Host) IsDiskInitialized(number uint32) (bool, error) {
 
 // InitializeDisk gives a raw, online disk the GPT style and its MSR.
 func (h *Host) InitializeDisk(number uint32) error {
-	return h.do(func() (bool, error) {
+	return h.do("InitializeDisk", func() (bool, error) {
 		d, err := h.onlineDisk(number, "initialize")
 		if err != nil {
 			return false, err
 		}
 		if d.Style != StyleRaw {
 			return false, fmt.Errorf("initialize disk %d: the disk has already been initialized (%s)", number, d.Style)
+		}
+		if d.Signature != "" {
+			klog.InfoS("Initializing a disk overwrites what another system wrote to it", "disk", number, "signature", d.Signature)
+			d.Signature = ""
 		}
 		d.initializeGPT()
 		klog.V(2).InfoS("Initialized disk", "disk", number, "style", d.Style)
@@ -215,7 +223,7 @@ func (h *Host) InitializeDisk(number uint32) error {
 // the MSR.
 func (h *Host) BasicPartitionsExist(number uint32) (bool, error) {
 	var exist bool
-	err := h.do(func() (bool, error) {
+	err := h.do("BasicPartitionsExist", func() (bool, error) {
 		d, err := h.disk(number)
 		if err == nil {
 			exist = d.normalPartitions() > 0
@@ -228,7 +236,7 @@ func (h *Host) BasicPartitionsExist(number uint32) (bool, error) {
 // CreateBasicPartition creates a basic data partition over the free space
 // of an initialized, online disk.
 func (h *Host) CreateBasicPartition(number uint32) error {
-	return h.do(func() (bool, error) {
+	return h.do("CreateBasicPartition", func() (bool, error) {
 		d, err := h.onlineDisk(number, "create a partition on")
 		if err != nil {
 			return false, err
@@ -241,6 +249,7 @@ func (h *Host) CreateBasicPartition(number uint32) error {
 			d.Partitions = d.Partitions[:len(d.Partitions)-1]
 			return false, fmt.Errorf("create a partition on disk %d: not enough available capacity", number)
 		}
+		h.hideNew(p.Volume.ID)
 		klog.V(2).InfoS("Created basic data partition", "disk", number, "partition", p.Number, "bytes", p.Size, "volume", p.Volume.ID)
 		return true, nil
 	})
@@ -261,7 +270,7 @@ func (h *Host) onlineDisk(number uint32, doing string) (*Disk, error) {
 func (h *Host) Rescan() error {
 	ctx, cancel := contextWithSourceTimeout()
 	defer cancel()
-	return h.do(func() (bool, error) {
+	return h.do("Rescan", func() (bool, error) {
 		attached, err := h.cfg.Source.Attached(ctx)
 		if err != nil {
 			return false, err
@@ -280,7 +289,7 @@ func (h *Host) Rescan() error {
 // GetDiskStats returns the disk's size as last scanned.
 func (h *Host) GetDiskStats(number uint32) (int64, error) {
 	var size int64
-	err := h.do(func() (bool, error) {
+	err := h.do("GetDiskStats", func() (bool, error) {
 		d, err := h.disk(number)
 		if err == nil {
 			size = d.Size
@@ -293,7 +302,7 @@ func (h *Host) GetDiskStats(number uint32) (int64, error) {
 // SetDiskState brings a disk online or takes it offline; the boot disk
 // cannot be taken offline.
 func (h *Host) SetDiskState(number uint32, online bool) error {
-	return h.do(func() (bool, error) {
+	return h.do("SetDiskState", func() (bool, error) {
 		d, err := h.disk(number)
 		if err != nil || d.Online == online {
 			return false, err
@@ -310,7 +319,7 @@ func (h *Host) SetDiskState(number uint32, online bool) error {
 // GetDiskState reports whether a disk is online.
 func (h *Host) GetDiskState(number uint32) (bool, error) {
 	var online bool
-	err := h.do(func() (bool, error) {
+	err := h.do("GetDiskState", func() (bool, error) {
 		d, err := h.disk(number)
 		if err == nil {
 			online = d.Online

@@ -101,7 +101,7 @@ func (h *Host) resolve(path string) (string, error) {
 // PathExists reports whether path exists.
 func (h *Host) PathExists(path string) (bool, error) {
 	var exists bool
-	err := h.do(func() (bool, error) {
+	err := h.do("PathExists", func() (bool, error) {
 		if err := ValidatePath(path); err != nil {
 			return false, err
 		}
@@ -115,7 +115,7 @@ func (h *Host) PathExists(path string) (bool, error) {
 // PathValid reports whether every element of path exists, links followed.
 func (h *Host) PathValid(path string) (bool, error) {
 	var valid bool
-	err := h.do(func() (bool, error) {
+	err := h.do("PathValid", func() (bool, error) {
 		resolved, err := h.resolve(path)
 		if err != nil {
 			return false, err
@@ -128,7 +128,7 @@ func (h *Host) PathValid(path string) (bool, error) {
 
 // Mkdir creates a directory and its parents.
 func (h *Host) Mkdir(path string) error {
-	return h.do(func() (bool, error) {
+	return h.do("Mkdir", func() (bool, error) {
 		if err := ValidatePath(path); err != nil {
 			return false, err
 		}
@@ -140,7 +140,7 @@ func (h *Host) Mkdir(path string) error {
 // (its target and volume untouched, as RemoveDirectory does); force removes
 // a directory's contents too.
 func (h *Host) Rmdir(path string, force bool) error {
-	return h.do(func() (bool, error) {
+	return h.do("Rmdir", func() (bool, error) {
 		if err := ValidatePath(path); err != nil {
 			return false, err
 		}
@@ -159,7 +159,7 @@ func (h *Host) Rmdir(path string, force bool) error {
 
 // RmdirContents removes what a directory holds, keeping it.
 func (h *Host) RmdirContents(path string) error {
-	return h.do(func() (bool, error) {
+	return h.do("RmdirContents", func() (bool, error) {
 		if err := ValidatePath(path); err != nil {
 			return false, err
 		}
@@ -179,7 +179,7 @@ func (h *Host) RmdirContents(path string) error {
 // CreateSymlink makes target a directory symlink to source. target must
 // not exist and its parent must.
 func (h *Host) CreateSymlink(source, target string) error {
-	return h.do(func() (bool, error) {
+	return h.do("CreateSymlink", func() (bool, error) {
 		for _, p := range []string{source, target} {
 			if err := ValidatePath(p); err != nil {
 				return false, err
@@ -206,7 +206,7 @@ func (h *Host) CreateSymlink(source, target string) error {
 // error.
 func (h *Host) IsSymlink(path string) (bool, error) {
 	var is bool
-	err := h.do(func() (bool, error) {
+	err := h.do("IsSymlink", func() (bool, error) {
 		exists, err := h.exists(path)
 		if err != nil {
 			return false, err

@@ -79,8 +79,9 @@ func contextWithSourceTimeout() (context.Context, context.CancelFunc) {
 type Host struct {
 	cfg Config
 
-	mu sync.Mutex
-	st *state
+	mu     sync.Mutex
+	st     *state
+	faults faults
 }
 
 // New loads the host's saved state, if any, and returns it.
@@ -95,19 +96,27 @@ func New(cfg Config) (*Host, error) {
 	return &Host{cfg: cfg, st: st}, nil
 }
 
-// do runs op on the current attachments and saves the state when op
-// changed it (op reports that).
-func (h *Host) do(op func() (changed bool, err error)) error {
+// do runs op, the host operation called name, on the current attachments
+// and saves the state when op changed it (op reports that). A fault armed
+// for name (FailNext) fails it once, before or after op.
+func (h *Host) do(name string, op func() (changed bool, err error)) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := h.refresh(); err != nil {
 		return err
+	}
+	f, armed := h.takeFault(name)
+	if armed && !f.After {
+		return fmt.Errorf("%s: %w", name, ErrInjected)
 	}
 	changed, err := op()
 	if changed {
 		if serr := save(h.cfg.DataDir, h.st); serr != nil {
 			return errors.Join(err, serr)
 		}
+	}
+	if armed && err == nil {
+		return fmt.Errorf("%s (done, then answered with an error as a call that timed out): %w", name, ErrInjected)
 	}
 	return err
 }

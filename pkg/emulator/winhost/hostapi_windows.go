@@ -10,7 +10,7 @@ import (
 // node plugin in HostProcess mode that runs the library in-process over an
 // emulated host instead of Windows' own (which has no disks under Wine).
 func (h *Host) HostAPIs() csiproxy.HostAPIs {
-	return csiproxy.HostAPIs{Disk: diskHostAPI{h}, Volume: h, Filesystem: h}
+	return csiproxy.HostAPIs{Disk: diskHostAPI{h}, Volume: h, Filesystem: h, Raw: h}
 }
 
 // diskHostAPI converts the two disk answers whose types are the library's.

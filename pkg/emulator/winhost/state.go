@@ -95,7 +95,7 @@ type DiskView struct {
 // number, then the others by volume ID.
 func (h *Host) Disks() ([]DiskView, error) {
 	var out []DiskView
-	err := h.do(func() (bool, error) {
+	err := h.do("Disks", func() (bool, error) {
 		for id, d := range h.st.Disks {
 			n, attached := h.st.Numbers[id]
 			v := DiskView{Disk: *d, Number: n, Attached: attached, MountPoints: map[string][]string{}}
@@ -138,4 +138,61 @@ func cmpString(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// Reboot restarts the host as far as its disks go: each attached disk gets
+// a number again, the others in the reverse order of the numbers they had,
+// as Windows numbers disks in the order it finds them at boot, which need
+// not be the order they arrived in. Volume mount points, symlinks and each
+// disk's online state stay, as Windows keeps them.
+func (h *Host) Reboot() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.refresh(); err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(h.st.Numbers))
+	for id, n := range h.st.Numbers {
+		if n != 0 {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b string) int { return int(h.st.Numbers[b]) - int(h.st.Numbers[a]) })
+	for i, id := range ids {
+		h.st.Numbers[id] = uint32(i + 1)
+	}
+	return save(h.cfg.DataDir, h.st)
+}
+
+// CopyDisk records that volume to holds what volume from holds now, as a
+// snapshot of from restored as to would: the same partitions, formats and
+// use, what another system wrote; its Windows volumes get IDs of their own
+// (Windows gives a copied disk new ones when it resolves the collision of
+// the two disks' signatures). It arrives offline, like any disk.
+func (h *Host) CopyDisk(from, to string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.refresh(); err != nil {
+		return err
+	}
+	src, ok := h.st.Disks[from]
+	if !ok {
+		return fmt.Errorf("copy disk: the host has never seen volume %s: %w", from, ErrNoSuchDisk)
+	}
+	if _, taken := h.st.Disks[to]; taken {
+		return fmt.Errorf("copy disk: the host has seen volume %s already", to)
+	}
+	d := *src
+	d.VolumeID, d.Online, d.Partitions = to, false, nil
+	for _, p := range src.Partitions {
+		pc := *p
+		if p.Volume != nil {
+			vc := *p.Volume
+			vc.ID = newVolumeID()
+			pc.Volume = &vc
+		}
+		d.Partitions = append(d.Partitions, &pc)
+	}
+	h.st.Disks[to] = &d
+	return save(h.cfg.DataDir, h.st)
 }

@@ -12,13 +12,13 @@ import (
 // partition when partition is not 0. An offline disk shows none.
 func (h *Host) ListVolumesOnDisk(number, partition uint32) ([]string, error) {
 	var ids []string
-	err := h.do(func() (bool, error) {
+	err := h.do("ListVolumesOnDisk", func() (bool, error) {
 		d, err := h.disk(number)
 		if err != nil || !d.Online {
 			return false, err
 		}
 		for _, p := range d.Partitions {
-			if p.Volume != nil && (partition == 0 || p.Number == partition) {
+			if p.Volume != nil && (partition == 0 || p.Number == partition) && !h.stillHidden(p.Volume.ID) {
 				ids = append(ids, p.Volume.ID)
 			}
 		}
@@ -31,7 +31,7 @@ func (h *Host) ListVolumesOnDisk(number, partition uint32) ([]string, error) {
 // volume.
 func (h *Host) IsVolumeFormatted(volumeID string) (bool, error) {
 	var formatted bool
-	err := h.do(func() (bool, error) {
+	err := h.do("IsVolumeFormatted", func() (bool, error) {
 		v, _, _, err := h.volume(volumeID)
 		if err == nil {
 			formatted = v.FileSystem != ""
@@ -44,7 +44,7 @@ func (h *Host) IsVolumeFormatted(volumeID string) (bool, error) {
 // FormatVolume formats a volume NTFS, whatever it held (csi-proxy forces
 // the format).
 func (h *Host) FormatVolume(volumeID string) error {
-	return h.do(func() (bool, error) {
+	return h.do("FormatVolume", func() (bool, error) {
 		v, p, _, err := h.volume(volumeID)
 		if err != nil {
 			return false, err
@@ -58,7 +58,7 @@ func (h *Host) FormatVolume(volumeID string) error {
 
 // WriteVolumeCache flushes a volume's cache.
 func (h *Host) WriteVolumeCache(volumeID string) error {
-	return h.do(func() (bool, error) {
+	return h.do("WriteVolumeCache", func() (bool, error) {
 		_, _, _, err := h.volume(volumeID)
 		return false, err
 	})
@@ -68,7 +68,7 @@ func (h *Host) WriteVolumeCache(volumeID string) error {
 // SetVolumeMountPoint does: path must be an empty directory, or a mount
 // point of this volume already.
 func (h *Host) MountVolume(volumeID, path string) error {
-	return h.do(func() (bool, error) {
+	return h.do("MountVolume", func() (bool, error) {
 		if _, _, _, err := h.volume(volumeID); err != nil {
 			return false, err
 		}
@@ -98,7 +98,7 @@ func (h *Host) MountVolume(volumeID, path string) error {
 // UnmountVolume flushes the volume and removes the mount point at path,
 // which stays an empty directory.
 func (h *Host) UnmountVolume(volumeID, path string) error {
-	return h.do(func() (bool, error) {
+	return h.do("UnmountVolume", func() (bool, error) {
 		if _, _, _, err := h.volume(volumeID); err != nil {
 			return false, err
 		}
@@ -116,7 +116,7 @@ func (h *Host) UnmountVolume(volumeID, path string) error {
 // bytes, or as far as the disk allows for 0. Like csi-proxy it skips a
 // growth of less than 100 MiB and a shrink, without an error.
 func (h *Host) ResizeVolume(volumeID string, size int64) error {
-	return h.do(func() (bool, error) {
+	return h.do("ResizeVolume", func() (bool, error) {
 		v, p, d, err := h.volume(volumeID)
 		if err != nil {
 			return false, err
@@ -146,7 +146,7 @@ func (h *Host) ResizeVolume(volumeID string, size int64) error {
 
 // GetVolumeStats returns the volume's size and the bytes in use.
 func (h *Host) GetVolumeStats(volumeID string) (total, used int64, err error) {
-	err = h.do(func() (bool, error) {
+	err = h.do("GetVolumeStats", func() (bool, error) {
 		v, p, _, err := h.volume(volumeID)
 		if err == nil {
 			total, used = p.Size, v.Used
@@ -160,7 +160,7 @@ func (h *Host) GetVolumeStats(volumeID string) (total, used int64, err error) {
 // on.
 func (h *Host) GetDiskNumberFromVolumeID(volumeID string) (uint32, error) {
 	var number uint32
-	err := h.do(func() (bool, error) {
+	err := h.do("GetDiskNumberFromVolumeID", func() (bool, error) {
 		_, _, d, err := h.volume(volumeID)
 		if err == nil {
 			number = h.st.Numbers[d.VolumeID]
@@ -174,7 +174,7 @@ func (h *Host) GetDiskNumberFromVolumeID(volumeID string) (uint32, error) {
 // symlinks to the mount point as GetVolumePathName does.
 func (h *Host) GetVolumeIDFromTargetPath(path string) (string, error) {
 	var id string
-	err := h.do(func() (bool, error) {
+	err := h.do("GetVolumeIDFromTargetPath", func() (bool, error) {
 		exists, err := h.exists(path)
 		if err != nil {
 			return false, err
@@ -201,7 +201,7 @@ func (h *Host) GetVolumeIDFromTargetPath(path string) (string, error) {
 // followed), else the volume of the drive.
 func (h *Host) GetClosestVolumeIDFromTargetPath(path string) (string, error) {
 	var id string
-	err := h.do(func() (bool, error) {
+	err := h.do("GetClosestVolumeIDFromTargetPath", func() (bool, error) {
 		p := path
 		for range 256 {
 			if target, ok := h.st.Links[canonical(p)]; ok {

@@ -96,14 +96,14 @@ func AttachVolume(t testing.TB, dir, linkDir, volumeID string) *Volume {
 // snapshot would not have it either.
 func CopyVolume(t testing.TB, v *Volume, dir, volumeID string) {
 	t.Helper()
-	if err := copySparse(v.File, volumeFile(dir, volumeID)); err != nil {
+	if err := CopySparse(v.File, volumeFile(dir, volumeID)); err != nil {
 		t.Fatalf("copy volume %s: %v", v.ID, err)
 	}
 }
 
-// copySparse copies src to a new file dst, only the regions holding data
+// CopySparse copies src to a new file dst, only the regions holding data
 // (SEEK_DATA/SEEK_HOLE), so that a mostly empty volume stays small.
-func copySparse(src, dst string) error {
+func CopySparse(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
