@@ -78,7 +78,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.windowsHostProcess, "windows-host-process", false,
 		"Windows nodes in a HostProcess pod: do csi-proxy's disk, volume and filesystem operations in this process with its v2 library, instead of asking the csi-proxy service over its named pipes")
 	fs.StringVar(&f.windowsStateDir, "windows-state-dir", "",
-		`Windows nodes: a host directory of the plugin's own below the kubelet's, where csi-proxy may write, for the records of disk work an interruption must not strand (a partition made and not yet formatted); empty means C:ar\lib\kubelet\plugins\<driver-name>`)
+		`Windows nodes: a host directory of the plugin's own below the kubelet's, where csi-proxy may write, for the records of disk work an interruption must not strand (a partition made and not yet formatted); empty means C:\var\lib\kubelet\plugins\<driver-name>`)
 	fs.DurationVar(&f.csiProxyWait, "csi-proxy-wait", 30*time.Second,
 		"Windows nodes: how long the plugin waits at start for csi-proxy to serve the API groups it needs before it gives up")
 }

@@ -18,6 +18,9 @@
 #                        the VM reaches its API server for real tokens, and
 #                        the tests that need it must run (no skip)
 set -euo pipefail
+# Two CPUs: the node plugin, the guest agent, csi-sanity and the kernel's
+# work run at once (software emulation runs each CPU on a host core).
+export VM_CPUS=${VM_CPUS:-2}
 # shellcheck source=hack/vm/lib.sh
 source "$(dirname "$0")/lib.sh"
 

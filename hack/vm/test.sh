@@ -4,10 +4,11 @@
 # as they are), reach the VM through the shared repository, and run there
 # with DISKPLANE_REQUIRE_ROOT_TESTS=1 and DISKPLANE_REQUIRE_KERNEL_FEATURES=1,
 # so a test that would skip for want of root, device-mapper, the NVMe target
-# or a capability fails instead. Packages run two at a time on the VM's two
-# CPUs (software emulation runs each on a host core); each one's go test
-# output is printed whole, with its time. Exits non-zero when any package
-# fails.
+# or a capability fails instead. The packages run VM_TEST_JOBS (2) at a
+# time on the VM's two CPUs (software emulation runs each on a host core;
+# more at once only slows them down); each one's go test output is printed
+# whole, with its time.
+# Exits non-zero when any package fails.
 #   hack/vm/test.sh [PACKAGE...]   default: the node-side packages below
 #   VM_TEST_RUN=regexp             passed to -test.run
 #   VM_TEST_TIMEOUT=duration       each package's -test.timeout (30m)
@@ -18,8 +19,9 @@
 # VM_TEST_ENV says otherwise.
 set -euo pipefail
 # Two CPUs: the packages run two at a time, and tests/crash runs two of its
-# operations at once (software emulation runs each CPU on a host core).
+# operations at a time (software emulation runs each CPU on a host core).
 export VM_CPUS=${VM_CPUS:-2}
+jobs=${VM_TEST_JOBS:-2}
 # shellcheck source=hack/vm/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -36,7 +38,10 @@ started=$SECONDS
 script=$out/run.sh
 {
   echo '# written by hack/vm/test.sh'
-  echo 'export DISKPLANE_REQUIRE_ROOT_TESTS=1 DISKPLANE_REQUIRE_KERNEL_FEATURES=1 DISKPLANE_CRASH_OPERATIONS=kernel'
+  echo 'export DISKPLANE_REQUIRE_ROOT_TESTS=1 DISKPLANE_REQUIRE_KERNEL_FEATURES=1'
+  # tests/crash: the operations that need this kernel (make test ran the
+  # others), its table left in _output/crash.
+  echo 'export DISKPLANE_CRASH_OPERATIONS=kernel DISKPLANE_CRASH_REPORT=/host/_output/crash'
   [[ -z ${VM_TEST_ENV:-} ]] || echo "export $VM_TEST_ENV"
   [[ -z ${VM_TEST_RUN:-} ]] || printf 'run_flag=-test.run=%q\n' "$VM_TEST_RUN"
   echo "timeout=${VM_TEST_TIMEOUT:-30m}"
@@ -55,17 +60,17 @@ script=$out/run.sh
   echo '}'
 } >"$script"
 
-# flush_pair runs the packages of pair at once and prints their output.
-pair=()
-flush_pair() {
-  ((${#pair[@]} > 0)) || return 0
+# flush_batch runs the packages of batch at once and prints their output.
+batch=()
+flush_batch() {
+  ((${#batch[@]} > 0)) || return 0
   local p
-  for p in "${pair[@]}"; do echo "run_package ${p%%:*} ${p##*:} &" >>"$script"; done
+  for p in "${batch[@]}"; do echo "run_package ${p%%:*} ${p##*:} &" >>"$script"; done
   echo 'wait' >>"$script"
-  for p in "${pair[@]}"; do
+  for p in "${batch[@]}"; do
     echo "echo '=== VM package ${p%%:*}'; cat /tmp/${p##*:}.log; [ ! -e /tmp/${p##*:}.failed ] || failed=1" >>"$script"
   done
-  pair=()
+  batch=()
 }
 for pkg in "${packages[@]}"; do
   rel=${pkg#./}
@@ -73,10 +78,10 @@ for pkg in "${packages[@]}"; do
   vm_log "building $rel's tests"
   (cd "$vm_repo" && CGO_ENABLED=0 go test -c -o "$out/$name.test" "./$rel")
   [[ -f $out/$name.test ]] || { vm_log "$rel has no tests"; continue; }
-  pair+=("$rel:$name")
-  ((${#pair[@]} < 2)) || flush_pair
+  batch+=("$rel:$name")
+  ((${#batch[@]} < jobs)) || flush_batch
 done
-flush_pair
+flush_batch
 echo 'exit $failed' >>"$script"
 vm_log "built the tests in $((SECONDS - started)) s; booting the VM"
 rc=0

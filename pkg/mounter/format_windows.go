@@ -187,8 +187,9 @@ func (m *windowsMounter) newVolume(ctx context.Context, n uint32) (string, error
 		case len(volumes) > 1:
 			return "", fmt.Errorf("%w: disk %d showed no volume and shows %d after partitioning; touching none of them", ErrFilesystemMismatch, n, len(volumes))
 		case look == newVolumeLooks:
-			return "", fmt.Errorf("disk %d still shows no volume %s after partitioning: it has partitions Windows does not mount "+
-				"(another system's), or its volume has not arrived yet; the next stage looks again", n, newVolumePoll*newVolumeLooks)
+			return "", fmt.Errorf("%w: disk %d still shows no volume %s after partitioning: it has partitions Windows does not mount "+
+				"(another system's), which were left as they are, or its volume has not arrived yet; the next stage looks again",
+				ErrFilesystemMismatch, n, newVolumePoll*newVolumeLooks)
 		}
 		if look%3 == 0 {
 			if err := m.host.Rescan(ctx); err != nil {

@@ -219,10 +219,6 @@ func (m *linuxMounter) CleanupMountPoint(path string) error {
 	return mountutils.CleanupMountPoint(path, m.mounter, true)
 }
 
-func (m *linuxMounter) NeedResize(device, mountPath string) (bool, error) {
-	return m.resizer.NeedResize(device, mountPath)
-}
-
 func (m *linuxMounter) Resize(device, mountPath string) error {
 	if _, err := m.resizer.Resize(device, mountPath); err != nil {
 		return fmt.Errorf("grow filesystem on %s: %w", device, err)

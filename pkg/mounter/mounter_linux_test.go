@@ -305,6 +305,9 @@ func TestResizeWhileMounted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if need, err := r.m.NeedResize(dev, target); err != nil || need {
+				t.Fatalf("NeedResize of a new filesystem = %v, %v; want false", need, err)
+			}
 			v.Grow(t, 2048*mib)
 			if size, err := r.m.DeviceSize(dev); err != nil || size != 2048*mib {
 				t.Fatalf("DeviceSize = %d, %v; want %d", size, err, 2048*mib)

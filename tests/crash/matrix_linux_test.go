@@ -59,7 +59,11 @@ func TestCrashConsistency(t *testing.T) {
 			})
 		}
 	})
-	report(t, "linux", slices.DeleteFunc(tables, func(tb *table) bool { return tb == nil }))
+	name := "linux"
+	if os.Getenv("DISKPLANE_CRASH_OPERATIONS") == "kernel" {
+		name = "linux-kernel"
+	}
+	report(t, name, slices.DeleteFunc(tables, func(tb *table) bool { return tb == nil }))
 }
 
 // newHarness makes a node of its own for one test: a private directory

@@ -30,6 +30,10 @@ type winOp int
 
 const (
 	winStageNew winOp = iota
+	// winStageNewLate is winStageNew on a host whose new partitions'
+	// volumes arrive two listings late, as Windows' mount manager
+	// announces them a moment after the partition.
+	winStageNewLate
 	winStageGrown
 	winExpandOnline
 	winUnstage
@@ -38,6 +42,7 @@ const (
 func (o winOp) String() string {
 	return map[winOp]string{
 		winStageNew:     "stage and publish a new volume: NTFS",
+		winStageNewLate: "stage and publish a new volume whose new partition's volume arrives late: NTFS",
 		winStageGrown:   "expand offline: stage and publish a volume grown while detached: NTFS",
 		winExpandOnline: "expand online: NTFS",
 		winUnstage:      "unpublish and unstage: NTFS",
@@ -75,7 +80,7 @@ type winVolume struct {
 func TestWindowsCrashConsistency(t *testing.T) {
 	prof := profile()
 	var tables []*table
-	for _, o := range []winOp{winStageNew, winStageGrown, winExpandOnline, winUnstage} {
+	for _, o := range []winOp{winStageNew, winStageNewLate, winStageGrown, winExpandOnline, winUnstage} {
 		w := newWinHarness(t)
 		tables = append(tables, w.operation(o, prof))
 	}
@@ -204,7 +209,11 @@ func (w *winHarness) staged(v *winVolume) (string, int) {
 // setup attaches a new volume in the state o starts from.
 func (w *winHarness) setup(o winOp) *winVolume {
 	v := w.newVolume(2 * gib)
-	if o == winStageNew {
+	switch o {
+	case winStageNewLate:
+		w.host.DelayNewVolumes(2)
+		fallthrough
+	case winStageNew:
 		return v
 	}
 	if err := w.stageAll(v); err != nil {
@@ -400,6 +409,7 @@ func (w *winHarness) interrupted(o winOp, baseline []string, r run, fresh bool) 
 // detach unstages v as far as it goes and detaches it, so that the next
 // volumes get its disk number, as Windows hands out the lowest free one.
 func (w *winHarness) detach(v *winVolume) {
+	w.host.DelayNewVolumes(0)
 	if w.steps.killed() {
 		w.restart()
 	}

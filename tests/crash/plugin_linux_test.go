@@ -19,6 +19,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/diskplane/diskplane/pkg/cloud/datakeys"
@@ -134,12 +135,28 @@ func startPlugin(t *testing.T, s *shims, root, linkDir string, log *os.File) *pl
 	}
 	p := &plugin{cmd: cmd, exited: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.exited) }()
-	conn, err := grpc.NewClient("unix://"+cfg.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// Dial once the socket is there: a connection refused before would put
+	// gRPC's reconnection into its backoff, a second and more.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, err := os.Stat(cfg.Socket); err == nil {
+			break
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("the plugin process exited at start (its log: %s)", log.Name())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the plugin made no socket in a minute")
+		}
+	}
+	conn, err := grpc.NewClient("unix://"+cfg.Socket, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1.2, MaxDelay: 100 * time.Millisecond}}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.conn, p.client = conn, csi.NewNodeClient(conn)
-	deadline := time.Now().Add(time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_, err := p.client.NodeGetCapabilities(ctx, &csi.NodeGetCapabilitiesRequest{})

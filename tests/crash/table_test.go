@@ -189,20 +189,22 @@ func (tb *table) markdown() string {
 // cell that failed.
 func report(t *testing.T, os_ string, tables []*table) {
 	var b strings.Builder
-	cells := 0
+	cells, failed := 0, 0
 	for _, tb := range tables {
 		b.WriteString(tb.markdown())
 		b.WriteString("\n")
 		for _, row := range tb.cells {
 			cells += len(row)
 		}
+		failed += len(tb.failures())
 	}
 	b.WriteString("· not run in this profile; refused¹: a clear error naming the one action that fixes it (Clear-Disk)\n")
-	t.Logf("crash-point table (%s, %s profile, %d cells):\n%s", os_, profile(), cells, b.String())
+	summary := fmt.Sprintf("crash-point table (%s, %s profile): %d operations, %d cells, %d failed", os_, profile(), len(tables), cells, failed)
+	t.Logf("%s:\n%s", summary, b.String())
 	if dir := os.Getenv("DISKPLANE_CRASH_REPORT"); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Error(err)
-		} else if err := os.WriteFile(filepath.Join(dir, "crash-"+os_+".md"), []byte(b.String()), 0o644); err != nil {
+		} else if err := os.WriteFile(filepath.Join(dir, "crash-"+os_+".md"), []byte(summary+"\n\n"+b.String()), 0o644); err != nil {
 			t.Error(err)
 		}
 	}
