@@ -87,7 +87,7 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.quotaStorageTiB, "quota-storage-tib", "", "storage quotas in TiB per volume type, type=TiB,… (e.g. gp3=1,io2=2; negative means no limit); types left out keep EC2's defaults of 50 TiB (io2: 20 TiB). Over it CreateVolume, CopyVolumes and a growing ModifyVolume answer VolumeLimitExceeded")
 	fs.Int64Var(&o.quotaSnapshots, "quota-snapshots", model.DefaultSnapshotQuota, "snapshots the region may hold; over it CreateSnapshot answers SnapshotLimitExceeded; negative means no limit")
 	fs.BoolVar(&o.requireIMDSToken, "require-imds-token", false, "answer IMDSv1 requests (without a session token) with 401, like HttpTokens=required")
-	fs.StringVar(&o.iamFile, "iam-file", "", "JSON file declaring the OIDC providers, roles (with trust policies) and access keys of the emulated account: who STS issues credentials to and whose signatures KMS accepts (docs/emulator.md); PUT /iam changes it at run time")
+	fs.StringVar(&o.iamFile, "iam-file", "", "JSON file declaring the OIDC providers, roles (with trust and identity-based policies) and access keys of the emulated account: who STS issues credentials to, whose signatures KMS accepts and what they may do where a key policy names only the account (docs/emulator.md); PUT /iam changes it at run time")
 	fs.StringVar(&o.kmsFile, "kms-file", "", "JSON file declaring KMS keys ({\"keys\":[{\"id\",\"aliases\",\"policy\",\"enabled\"}]}); PUT /kms/keys/<id> declares more at run time")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 

@@ -41,10 +41,17 @@ func (f tokenFile) GetIdentityToken() ([]byte, error) { return []byte(f), nil }
 func TestServicesOnTheAPIListener(t *testing.T) {
 	issuer := iamtest.NewIssuer(t, "https://kubernetes.default.svc.cluster.local")
 	const role = "arn:aws:iam::123456789012:role/app"
+	appPolicy, err := iam.ParsePolicy([]byte(`{"Statement":[{"Effect":"Allow","Action":["kms:GenerateDataKey","kms:Decrypt"],"Resource":"*"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	env := Start(t, Options{
 		IAM: iam.Config{
 			OIDCProviders: []iam.OIDCProvider{issuer.Provider()},
-			Roles:         []iam.Role{{Name: "app", TrustPolicy: issuer.TrustPolicy("123456789012", "system:serviceaccount:shop:*")}},
+			// The key's policy is KMS's default, which names only the
+			// account: the role's identity-based policy grants the calls.
+			Roles: []iam.Role{{Name: "app", TrustPolicy: issuer.TrustPolicy("123456789012", "system:serviceaccount:shop:*"),
+				Policies: []*iam.Policy{appPolicy}}},
 		},
 		KMS: emukms.Config{Keys: []emukms.KeySpec{{ID: "volumes", Aliases: []string{"alias/volumes"}}}},
 	})
@@ -124,7 +131,10 @@ func TestIdentityAdminAPI(t *testing.T) {
 	cfg := iam.Config{
 		OIDCProviders: []iam.OIDCProvider{issuer.Provider()},
 		Roles:         []iam.Role{{Name: "app", TrustPolicy: issuer.TrustPolicy("123456789012", "*")}},
-		AccessKeys:    []iam.AccessKey{{ID: "ctrl", Secret: "s", Principal: "arn:aws:iam::123456789012:role/controller"}},
+		// k1 has KMS's default policy: the key's identity-based policy,
+		// sent over the admin API, is what lets it describe the key.
+		AccessKeys: []iam.AccessKey{{ID: "ctrl", Secret: "s", Principal: "arn:aws:iam::123456789012:role/controller",
+			Policies: []*iam.Policy{{Statement: []iam.Statement{{Effect: iam.EffectAllow, Action: iam.StringList{"kms:DescribeKey"}}}}}}},
 	}
 	if resp := put("/iam", cfg); resp.StatusCode != http.StatusOK {
 		t.Fatalf("PUT /iam: %s", resp.Status)

@@ -48,6 +48,10 @@ type Role struct {
 	TrustPolicy *Policy `json:"trustPolicy"`
 	// MaxSessionSeconds bounds DurationSeconds; zero means 3600.
 	MaxSessionSeconds int `json:"maxSessionSeconds,omitempty"`
+	// Policies are the role's identity-based (inline) policies: what its
+	// sessions may do where a resource-based policy names only the account,
+	// as a KMS key policy's "Enable IAM User Permissions" statement does.
+	Policies []*Policy `json:"policies,omitempty"`
 }
 
 // AccessKey is a long-term credential of a principal (an IAM user, or a
@@ -59,6 +63,9 @@ type AccessKey struct {
 	// Principal is the ARN the key acts as, e.g.
 	// arn:aws:iam::123456789012:role/diskplane-controller.
 	Principal string `json:"principal"`
+	// Policies are the principal's identity-based policies (an IAM user's);
+	// a principal that is a declared role has that role's policies too.
+	Policies []*Policy `json:"policies,omitempty"`
 }
 
 // defaultMaxSession is IAM's default maximum session duration of a role.
@@ -109,6 +116,9 @@ func (c *Config) normalize() error {
 		case r.MaxSessionSeconds != 0 && (r.MaxSessionSeconds < 3600 || r.MaxSessionSeconds > 43200):
 			return fmt.Errorf("role %q: maxSessionSeconds %d: IAM allows 3600 to 43200", r.Name, r.MaxSessionSeconds)
 		}
+		if err := checkIdentityPolicies(r.Policies); err != nil {
+			return fmt.Errorf("role %q: %w", r.Name, err)
+		}
 		names[strings.ToLower(r.Name)] = true
 	}
 	keys := map[string]bool{}
@@ -125,7 +135,26 @@ func (c *Config) normalize() error {
 		case keys[k.ID]:
 			return fmt.Errorf("access key %q is declared twice", k.ID)
 		}
+		if err := checkIdentityPolicies(k.Policies); err != nil {
+			return fmt.Errorf("access key %q: %w", k.ID, err)
+		}
 		keys[k.ID] = true
+	}
+	return nil
+}
+
+// checkIdentityPolicies refuses an identity-based policy that names a
+// principal: IAM does (the policy applies to whoever holds it).
+func checkIdentityPolicies(policies []*Policy) error {
+	for i, p := range policies {
+		if p == nil {
+			return fmt.Errorf("policy %d is empty", i)
+		}
+		for j, st := range p.Statement {
+			if st.Principal != nil {
+				return fmt.Errorf("policy %d, statement %d: an identity-based policy has no Principal", i, j)
+			}
+		}
 	}
 	return nil
 }

@@ -174,9 +174,9 @@ func (p *Policy) validate() error {
 // caller counts as), which action on which resource, and the values of the
 // condition keys.
 type Request struct {
-	// Principals are ARNs of AWS principals (a role session counts as its
-	// assumed-role ARN, its role's ARN and its account's root) and, for a
-	// web identity, the federated provider's ARN.
+	// Principals are ARNs of AWS principals, the caller's own first (a role
+	// session counts as its assumed-role ARN, its role's ARN and its
+	// account's root) and, for a web identity, the federated provider's ARN.
 	Principals []string
 	// Account is the caller's account ID; a principal given as a bare
 	// account ID matches it.
@@ -187,31 +187,63 @@ type Request struct {
 	Context map[string]string
 }
 
-// Allows reports whether the policy allows the request: some Allow
-// statement matches and no Deny statement does.
-func (p *Policy) Allows(r Request) bool {
-	allowed := false
+// Decision is what one policy says of a request. A resource-based policy
+// (a KMS key policy) that allows a request only through a statement naming
+// the caller's account (its root, or its bare ID) does not allow it alone:
+// it delegates to the account's IAM, and the caller's identity-based
+// policies must allow the request too. A statement naming the caller
+// itself, its role, "*" or a federated provider allows it outright.
+type Decision int
+
+// The decisions, from the weakest.
+const (
+	// NotAllowed: no statement allows the request (IAM's implicit deny).
+	NotAllowed Decision = iota
+	// AllowedToAccount: allowed only by naming the caller's account.
+	AllowedToAccount
+	// Allowed: a statement allows the caller outright.
+	Allowed
+	// Denied: a Deny statement matches, whatever else allows it.
+	Denied
+)
+
+// Decide evaluates the request against every statement: a matching Deny
+// wins; otherwise the strongest matching Allow decides.
+func (p *Policy) Decide(r Request) Decision {
+	d := NotAllowed
 	for _, s := range p.Statement {
-		if !s.matches(r) {
-			continue
+		how := s.matches(r)
+		switch {
+		case how == NotAllowed:
+		case s.Effect == EffectDeny:
+			return Denied
+		default:
+			d = max(d, how)
 		}
-		if s.Effect == EffectDeny {
-			return false
-		}
-		allowed = true
 	}
-	return allowed
+	return d
 }
 
-func (s Statement) matches(r Request) bool {
-	if s.Principal != nil && !s.Principal.matches(r) {
-		return false
+// Allows reports whether the policy alone allows the request: for a trust
+// policy, whose federated principal names the caller outright.
+func (p *Policy) Allows(r Request) bool { return p.Decide(r) == Allowed }
+
+// matches says how the statement applies to r: not at all (NotAllowed),
+// only through the caller's account, or to the caller itself (Allowed). A
+// statement without a principal (an identity-based policy's) applies to
+// whoever holds the policy.
+func (s Statement) matches(r Request) Decision {
+	how := Allowed
+	if s.Principal != nil {
+		if how = s.Principal.matches(r); how == NotAllowed {
+			return NotAllowed
+		}
 	}
 	if !slices.ContainsFunc(s.Action, func(a string) bool { return globMatch(strings.ToLower(a), strings.ToLower(r.Action)) }) {
-		return false
+		return NotAllowed
 	}
 	if len(s.Resource) > 0 && !slices.ContainsFunc(s.Resource, func(res string) bool { return globMatch(res, r.Resource) }) {
-		return false
+		return NotAllowed
 	}
 	for op, keys := range s.Condition {
 		o := conditionOperators[strings.ToLower(op)]
@@ -219,36 +251,46 @@ func (s Statement) matches(r Request) bool {
 			value, present := lookupFold(r.Context, key)
 			if !present {
 				if !o.negated {
-					return false
+					return NotAllowed
 				}
 				continue
 			}
 			hit := slices.ContainsFunc(patterns, func(p string) bool { return o.match(p, value) })
 			if hit == o.negated {
-				return false
+				return NotAllowed
 			}
 		}
 	}
-	return true
+	return how
 }
 
-func (p *Principal) matches(r Request) bool {
+// matches says whether the principal names the caller (Allowed), only its
+// account (AllowedToAccount; the account's root user itself is named
+// outright), or neither.
+func (p *Principal) matches(r Request) Decision {
 	if p.Any || slices.Contains(p.AWS, "*") {
-		return true
+		return Allowed
 	}
+	root := RootARN(r.Account)
+	callerIsRoot := len(r.Principals) > 0 && r.Principals[0] == root
+	how := NotAllowed
 	for _, want := range p.AWS {
-		for _, have := range r.Principals {
-			if want == have || (want == r.Account && have == RootARN(r.Account)) {
-				return true
+		switch {
+		case want == root || want == r.Account:
+			if callerIsRoot {
+				return Allowed
 			}
+			how = AllowedToAccount
+		case slices.Contains(r.Principals, want):
+			return Allowed
 		}
 	}
 	for _, want := range p.Federated {
 		if slices.Contains(r.Principals, want) {
-			return true
+			return Allowed
 		}
 	}
-	return false
+	return how
 }
 
 // lookupFold finds a condition key without regard to case.

@@ -78,32 +78,86 @@ func TestPolicyAllows(t *testing.T) {
 	}
 }
 
+// TestPolicyPrincipals: a statement naming the caller, its role or anyone
+// allows outright; one naming only the caller's account (its root or its
+// bare ID) delegates to the caller's identity-based policies, unless the
+// caller is that root user itself.
 func TestPolicyPrincipals(t *testing.T) {
 	const account = "123456789012"
 	session := Request{Principals: []string{"arn:aws:sts::123456789012:assumed-role/app/x", "arn:aws:iam::123456789012:role/app", RootARN(account)},
 		Account: account, Action: "kms:Decrypt", Resource: "arn:aws:kms:us-east-1:123456789012:key/k1"}
+	root := session
+	root.Principals = []string{RootARN(account), RootARN(account)}
 	tests := []struct {
 		principal string
-		want      bool
+		caller    Request
+		want      Decision
 	}{
-		{`"*"`, true},
-		{`{"AWS":"*"}`, true},
-		{`{"AWS":"123456789012"}`, true},
-		{`{"AWS":"arn:aws:iam::123456789012:root"}`, true},
-		{`{"AWS":"arn:aws:iam::999999999999:root"}`, false},
-		{`{"AWS":"arn:aws:sts::123456789012:assumed-role/app/x"}`, true},
-		{`{"AWS":"arn:aws:sts::123456789012:assumed-role/app/y"}`, false},
-		{`{"Federated":"arn:aws:iam::123456789012:oidc-provider/example.com"}`, false},
+		{`"*"`, session, Allowed},
+		{`{"AWS":"*"}`, session, Allowed},
+		{`{"AWS":"123456789012"}`, session, AllowedToAccount},
+		{`{"AWS":"arn:aws:iam::123456789012:root"}`, session, AllowedToAccount},
+		{`{"AWS":["arn:aws:iam::123456789012:root","arn:aws:iam::123456789012:role/app"]}`, session, Allowed},
+		{`{"AWS":"arn:aws:iam::123456789012:root"}`, root, Allowed},
+		{`{"AWS":"123456789012"}`, root, Allowed},
+		{`{"AWS":"arn:aws:iam::999999999999:root"}`, session, NotAllowed},
+		{`{"AWS":"arn:aws:iam::123456789012:role/app"}`, session, Allowed},
+		{`{"AWS":"arn:aws:sts::123456789012:assumed-role/app/x"}`, session, Allowed},
+		{`{"AWS":"arn:aws:sts::123456789012:assumed-role/app/y"}`, session, NotAllowed},
+		{`{"Federated":"arn:aws:iam::123456789012:oidc-provider/example.com"}`, session, NotAllowed},
 	}
 	for _, tc := range tests {
 		p, err := ParsePolicy([]byte(`{"Statement":[{"Effect":"Allow","Principal":` + tc.principal + `,"Action":"kms:*","Resource":"arn:aws:kms:*:123456789012:key/*"}]}`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := p.Allows(session); got != tc.want {
-			t.Errorf("principal %s: Allows = %t, want %t", tc.principal, got, tc.want)
+		if got := p.Decide(tc.caller); got != tc.want {
+			t.Errorf("principal %s, caller %s: Decide = %d, want %d", tc.principal, tc.caller.Principals[0], got, tc.want)
+		}
+		if got := p.Allows(tc.caller); got != (tc.want == Allowed) {
+			t.Errorf("principal %s, caller %s: Allows = %t", tc.principal, tc.caller.Principals[0], got)
 		}
 	}
+}
+
+// TestIdentityPolicies: a caller's identity-based policies (no principal)
+// allow what they name, an explicit deny in any of them wins, and none
+// means not allowed.
+func TestIdentityPolicies(t *testing.T) {
+	allowShop := mustParse(t, `{"Statement":[{"Effect":"Allow","Action":"kms:Decrypt","Resource":"arn:aws:kms:*:123456789012:key/*",
+		"Condition":{"StringEquals":{"kms:EncryptionContext:diskplane:namespace":"shop"}}}]}`)
+	denyAll := mustParse(t, `{"Statement":[{"Effect":"Deny","Action":"kms:*","Resource":"*"}]}`)
+	req := func(namespace string) Request {
+		return Request{Principals: []string{"arn:aws:iam::123456789012:role/app"}, Account: "123456789012", Action: "kms:Decrypt",
+			Resource: "arn:aws:kms:us-east-1:123456789012:key/k1", Context: map[string]string{"kms:EncryptionContext:diskplane:namespace": namespace}}
+	}
+	tests := []struct {
+		name      string
+		policies  []*Policy
+		namespace string
+		want      Decision
+	}{
+		{name: "no policies", namespace: "shop", want: NotAllowed},
+		{name: "its namespace", policies: []*Policy{allowShop}, namespace: "shop", want: Allowed},
+		{name: "another namespace", policies: []*Policy{allowShop}, namespace: "bank", want: NotAllowed},
+		{name: "an explicit deny wins", policies: []*Policy{allowShop, denyAll}, namespace: "shop", want: Denied},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := (Caller{Policies: tc.policies}).Decide(req(tc.namespace)); got != tc.want {
+				t.Fatalf("Decide = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func mustParse(t *testing.T, doc string) *Policy {
+	t.Helper()
+	p, err := ParsePolicy([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 func TestNegatedConditions(t *testing.T) {

@@ -240,6 +240,13 @@ func (s *Store) roleLocked(arn string) (Role, bool) {
 	return Role{}, false
 }
 
+// rolePoliciesLocked are the identity-based policies of the role with this
+// ARN, none when no declared role has it.
+func (s *Store) rolePoliciesLocked(arn string) []*Policy {
+	r, _ := s.roleLocked(arn)
+	return r.Policies
+}
+
 func (s *Store) purgeExpiredLocked(now time.Time) {
 	for id, sess := range s.sessions {
 		if !now.Before(sess.Expiration) {
@@ -261,6 +268,19 @@ type Caller struct {
 	PrincipalARN string
 	// Account is the caller's account.
 	Account string
+	// Policies are the caller's identity-based policies, which must allow
+	// what a resource-based policy grants only to the caller's account.
+	Policies []*Policy
+}
+
+// Decide is what the caller's identity-based policies say of r: Denied if
+// one denies it, Allowed if one allows it, NotAllowed otherwise.
+func (c Caller) Decide(r Request) Decision {
+	d := NotAllowed
+	for _, p := range c.Policies {
+		d = max(d, p.Decide(r))
+	}
+	return d
 }
 
 // Credential is what verifying a signature needs to know about an access key.
@@ -295,6 +315,7 @@ func (s *Store) Credential(accessKeyID string) (Credential, error) {
 			Principals:   []string{sess.AssumedRoleARN, sess.RoleARN, RootARN(s.account)},
 			PrincipalARN: sess.RoleARN,
 			Account:      s.account,
+			Policies:     s.rolePoliciesLocked(sess.RoleARN),
 		}}, nil
 	}
 	for _, k := range s.cfg.AccessKeys {
@@ -304,6 +325,7 @@ func (s *Store) Credential(accessKeyID string) (Credential, error) {
 				Principals:   []string{k.Principal, RootARN(accountOf(k.Principal))},
 				PrincipalARN: k.Principal,
 				Account:      accountOf(k.Principal),
+				Policies:     append(slices.Clone(k.Policies), s.rolePoliciesLocked(k.Principal)...),
 			}}, nil
 		}
 	}

@@ -147,6 +147,59 @@ func TestCredentialsExpire(t *testing.T) {
 	}
 }
 
+// TestCallerPolicies: a session carries its role's identity-based
+// policies; a long-term key its own and, when its principal is a declared
+// role, that role's.
+func TestCallerPolicies(t *testing.T) {
+	issuer := iamtest.NewIssuer(t, "https://issuer.example.com")
+	rolePolicy, err := iam.ParsePolicy([]byte(`{"Statement":[{"Effect":"Allow","Action":"kms:Decrypt","Resource":"*"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPolicy, err := iam.ParsePolicy([]byte(`{"Statement":[{"Effect":"Allow","Action":"kms:Encrypt","Resource":"*"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := iam.New(account, iam.Config{
+		OIDCProviders: []iam.OIDCProvider{issuer.Provider()},
+		Roles: []iam.Role{{Name: "app", TrustPolicy: issuer.TrustPolicy(account, iamtest.ServiceAccountSubject("shop", "app")),
+			Policies: []*iam.Policy{rolePolicy}}},
+		AccessKeys: []iam.AccessKey{
+			{ID: "as-role", Secret: "s", Principal: iam.RoleARN(account, "/", "app"), Policies: []*iam.Policy{keyPolicy}},
+			{ID: "user", Secret: "s", Principal: "arn:aws:iam::123456789012:user/u"},
+		},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := s.AssumeRoleWithWebIdentity(iam.WebIdentityRequest{RoleARN: iam.RoleARN(account, "/", "app"), SessionName: "s1",
+		Token: issuer.Token(t, iamtest.ServiceAccountSubject("shop", "app"), "sts.amazonaws.com", time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		key  string
+		want []*iam.Policy
+	}{
+		{sess.AccessKeyID, []*iam.Policy{rolePolicy}},
+		{"as-role", []*iam.Policy{keyPolicy, rolePolicy}},
+		{"user", nil},
+	} {
+		cred, err := s.Credential(tc.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cred.Caller.Policies) != len(tc.want) {
+			t.Fatalf("%s: %d policies, want %d", tc.key, len(cred.Caller.Policies), len(tc.want))
+		}
+		for i := range tc.want {
+			if cred.Caller.Policies[i] != tc.want[i] {
+				t.Fatalf("%s: policy %d is not the declared one", tc.key, i)
+			}
+		}
+	}
+}
+
 func TestConfigChecks(t *testing.T) {
 	issuer := iamtest.NewIssuer(t, "https://issuer.example.com")
 	trust := issuer.TrustPolicy(account, "*")
@@ -167,6 +220,12 @@ func TestConfigChecks(t *testing.T) {
 		{name: "key without secret", cfg: iam.Config{AccessKeys: []iam.AccessKey{{ID: "k", Principal: "arn:aws:iam::123456789012:user/u"}}}, wantErr: "secretAccessKey"},
 		{name: "STS-looking key", cfg: iam.Config{AccessKeys: []iam.AccessKey{{ID: "ASIAXYZ", Secret: "s", Principal: "arn:aws:iam::123456789012:user/u"}}}, wantErr: "STS"},
 		{name: "principal", cfg: iam.Config{AccessKeys: []iam.AccessKey{{ID: "k", Secret: "s", Principal: "controller"}}}, wantErr: "ARN"},
+		{name: "identity policy with a principal", cfg: iam.Config{Roles: []iam.Role{{Name: "a", TrustPolicy: trust, Policies: []*iam.Policy{trust}}}},
+			wantErr: "identity-based policy has no Principal"},
+		{name: "key's identity policy with a principal", cfg: iam.Config{AccessKeys: []iam.AccessKey{{ID: "k", Secret: "s",
+			Principal: "arn:aws:iam::123456789012:user/u", Policies: []*iam.Policy{trust}}}}, wantErr: "identity-based policy has no Principal"},
+		{name: "empty identity policy", cfg: iam.Config{Roles: []iam.Role{{Name: "a", TrustPolicy: trust, Policies: []*iam.Policy{nil}}}},
+			wantErr: "policy 0 is empty"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,9 +8,10 @@
 // Unlike the emulator's EC2 endpoint, KMS authenticates: every request's
 // SigV4 signature is verified against the IAM store's credentials (those
 // STS issued for a web identity, or declared access keys), and each
-// operation is allowed only when the key's policy names the caller's role
-// for it. A workload whose role the key policy does not name is refused
-// with AccessDeniedException, as in AWS.
+// operation is authorized as KMS does: the key's policy allows the caller's
+// role (or user) outright, or allows the caller's account and the role's
+// identity-based policies allow it too; an explicit deny in either
+// refuses. Anything else is AccessDeniedException, worded as AWS words it.
 package kms
 
 import (
@@ -156,11 +157,32 @@ func (h *handler) authorize(c iam.Caller, ref, action string, ctx map[string]str
 		conditions["kms:EncryptionContext:"+key] = value
 	}
 	arn := h.keys.arn(k.ID)
-	if !k.Policy.Allows(iam.Request{Principals: c.Principals, Account: c.Account, Action: action, Resource: arn, Context: conditions}) {
+	req := iam.Request{Principals: c.Principals, Account: c.Account, Action: action, Resource: arn, Context: conditions}
+	if why := refusal(k.Policy.Decide(req), c.Decide(req), action); why != "" {
 		return nil, iam.Errorf("AccessDeniedException", http.StatusBadRequest,
-			"User: %s is not authorized to perform: %s on resource: %s because no resource-based policy allows the %s action", c.ARN, action, arn, action)
+			"User: %s is not authorized to perform: %s on resource: %s %s", c.ARN, action, arn, why)
 	}
 	return k, nil
+}
+
+// refusal is why KMS refuses a request its key policy and the caller's
+// identity-based policies decided so (empty when it allows it), as AWS
+// words it: an explicit deny in either refuses; the key policy allowing
+// the caller outright allows; a key policy that allows only the caller's
+// account (its root: "Enable IAM User Permissions") needs an
+// identity-based policy that allows the request too.
+func refusal(key, identity iam.Decision, action string) string {
+	switch {
+	case key == iam.Denied:
+		return "with an explicit deny in a resource-based policy"
+	case identity == iam.Denied:
+		return "with an explicit deny in an identity-based policy"
+	case key == iam.Allowed, key == iam.AllowedToAccount && identity == iam.Allowed:
+		return ""
+	case key == iam.AllowedToAccount:
+		return "because no identity-based policy allows the " + action + " action"
+	}
+	return "because no resource-based policy allows the " + action + " action"
 }
 
 // requireEnabled refuses a cryptographic operation with a disabled key.

@@ -43,8 +43,8 @@ type KeySpec struct {
 	// Enabled is the key's state; nil means enabled.
 	Enabled *bool `json:"enabled,omitempty"`
 	// Policy is the key policy; nil means KMS's default (the account's root
-	// may do everything, which the emulator, having no identity policies,
-	// takes to mean every principal of the account may).
+	// may do everything: each principal of the account may do what its
+	// identity-based policies allow, as in AWS).
 	Policy *iam.Policy `json:"policy,omitempty"`
 }
 
