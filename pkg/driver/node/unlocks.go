@@ -42,7 +42,7 @@ type unlockedVolume struct {
 // authorization is a token that authorised a publication.
 type authorization struct {
 	digest   [sha256.Size]byte
-	expires  time.Time // zero: the kubelet did not say
+	expires  time.Time // authorisedUntil; zero: not reused at all
 	readOnly bool
 }
 
@@ -65,7 +65,8 @@ func newUnlocks() *unlocks {
 func tokenDigest(token string) [sha256.Size]byte { return sha256.Sum256([]byte(token)) }
 
 // answer returns the answer already known for a publication with this
-// token: nil for one it authorised (while the token is valid, with the same
+// token: nil for one it authorised (until the token expires, by its own exp
+// claim or the kubelet's word when sooner, with the same
 // read-only state and no growth pending), the refusal for one refused in
 // the last refusalRecheck. known is false when STS and KMS must be asked.
 func (u *unlocks) answer(p publication, digest [sha256.Size]byte, readOnly bool, now time.Time) (known bool, err error) {
@@ -79,8 +80,7 @@ func (u *unlocks) answer(p publication, digest [sha256.Size]byte, readOnly bool,
 		return false, nil
 	}
 	a, ok := v.authorized[p.target]
-	valid := a.expires.IsZero() || now.Before(a.expires)
-	return ok && a.digest == digest && a.readOnly == readOnly && valid, nil
+	return ok && a.digest == digest && a.readOnly == readOnly && now.Before(a.expires), nil
 }
 
 // authorize records a publication a token authorised.

@@ -145,7 +145,7 @@ func (s *Service) unlockForPublish(ctx context.Context, req *csi.NodePublishVolu
 		return false, nil, unlockedContext(err, who, tok)
 	}
 	return false, func() {
-		s.unlocks.authorize(pub, staging, authorization{digest: digest, expires: tok.Expiration, readOnly: readOnly})
+		s.unlocks.authorize(pub, staging, authorization{digest: digest, expires: authorisedUntil(tok.Expiration, who), readOnly: readOnly})
 	}, nil
 }
 
@@ -253,13 +253,28 @@ func (s *Service) closeUnlocked(ctx context.Context, pub publication) error {
 	return nil
 }
 
-// tokenIdentity is who a token says its pod is. It is read without
-// checking the signature: it only names the STS session and the messages;
-// STS checks the token.
+// tokenIdentity is who a token says its pod is, and until when. It is
+// read without checking the signature: it only names the STS session and
+// the messages, and bounds how long an authorisation STS and KMS gave the
+// token is trusted; STS checks the token.
 type tokenIdentity struct {
 	subject   string // system:serviceaccount:<namespace>:<name>
 	namespace string
 	pod       string
+	expires   time.Time // the exp claim; zero when the token has none
+}
+
+// authorisedUntil is when an authorisation given to a token stops being
+// reused: the token's own exp claim, or the kubelet's expirationTimestamp
+// when that is sooner. The kubelet's field alone is not trusted: it is
+// absent from tokens planted in a user's Secret, and a zero or far-future
+// one must not make an authorisation last for ever. A token without an
+// exp claim is authorised afresh on every publish (the zero time).
+func authorisedUntil(kubelet time.Time, who tokenIdentity) time.Time {
+	if !kubelet.IsZero() && kubelet.Before(who.expires) {
+		return kubelet
+	}
+	return who.expires
 }
 
 func tokenIdentityOf(token string) tokenIdentity {
@@ -273,7 +288,8 @@ func tokenIdentityOf(token string) tokenIdentity {
 		return who
 	}
 	var claims struct {
-		Subject    string `json:"sub"`
+		Subject    string  `json:"sub"`
+		Expiry     float64 `json:"exp"` // a NumericDate: seconds, maybe fractional
 		Kubernetes struct {
 			Namespace string `json:"namespace"`
 			Pod       struct {
@@ -288,6 +304,9 @@ func tokenIdentityOf(token string) tokenIdentity {
 		who.subject = claims.Subject
 	}
 	who.namespace, who.pod = claims.Kubernetes.Namespace, claims.Kubernetes.Pod.Name
+	if claims.Expiry > 0 {
+		who.expires = time.Unix(int64(claims.Expiry), 0)
+	}
 	return who
 }
 

@@ -60,12 +60,22 @@ func (u *fakeUnwrapper) count() int {
 	return len(u.calls)
 }
 
-// podToken is a token shaped like a kubelet's, naming its pod.
+// podToken is a token shaped like a kubelet's, naming its pod, valid for
+// an hour.
 func podToken(namespace, pod, serviceAccount string) string {
-	payload, _ := json.Marshal(map[string]any{
+	return podTokenUntil(namespace, pod, serviceAccount, time.Now().Add(time.Hour))
+}
+
+// podTokenUntil is podToken with exp at expires (none when zero).
+func podTokenUntil(namespace, pod, serviceAccount string, expires time.Time) string {
+	claims := map[string]any{
 		"sub":           "system:serviceaccount:" + namespace + ":" + serviceAccount,
 		"kubernetes.io": map[string]any{"namespace": namespace, "pod": map[string]string{"name": pod}},
-	})
+	}
+	if !expires.IsZero() {
+		claims["exp"] = expires.Unix()
+	}
+	payload, _ := json.Marshal(claims)
 	return "eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString(payload) + ".c2lnbmF0dXJl"
 }
 
@@ -399,6 +409,47 @@ func TestExpiredOrChangedAuthorisationAsksAgain(t *testing.T) {
 	req.Readonly = true
 	_, err := r.s.NodePublishVolume(context.Background(), req)
 	wantCode(t, err, codes.AlreadyExists)
+}
+
+// TestAuthorisationEndsWithTheToken: an authorisation is reused no longer
+// than the token's own exp claim, whatever the kubelet's
+// expirationTimestamp says (zero, or years ahead), and not at all for a
+// token without one.
+func TestAuthorisationEndsWithTheToken(t *testing.T) {
+	now := time.Now()
+	tests := []struct {
+		name         string
+		exp, kubelet time.Time
+		wantUnwraps  int // of two publishes in a row
+	}{
+		{name: "the kubelet's timestamp is sooner", exp: now.Add(time.Hour), kubelet: now.Add(time.Minute), wantUnwraps: 1},
+		{name: "no kubelet timestamp", exp: now.Add(time.Hour), wantUnwraps: 1},
+		{name: "expired by its claim, the kubelet says years ahead", exp: now.Add(-time.Second), kubelet: now.Add(10 * 365 * 24 * time.Hour), wantUnwraps: 2},
+		{name: "expired by its claim, no kubelet timestamp", exp: now.Add(-time.Second), wantUnwraps: 2},
+		{name: "no exp claim", kubelet: now.Add(time.Hour), wantUnwraps: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newWorkloadRig(t)
+			r.stage(t)
+			req := publishReq(mountCap("ext4"))
+			req.VolumeContext = kmsContext()
+			tokens := map[string]any{"token": podTokenUntil("shop", "db-0", "db", tc.exp)}
+			if !tc.kubelet.IsZero() {
+				tokens["expirationTimestamp"] = tc.kubelet.UTC().Format(time.RFC3339)
+			}
+			b, _ := json.Marshal(map[string]any{"sts.amazonaws.com": tokens})
+			req.Secrets = map[string]string{volumecontext.ServiceAccountTokensKey: string(b)}
+			for range 2 {
+				if _, err := r.s.NodePublishVolume(context.Background(), req); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := r.kms.count(); n != tc.wantUnwraps {
+				t.Fatalf("%d unwraps, want %d", n, tc.wantUnwraps)
+			}
+		})
+	}
 }
 
 // TestGrowthWaitsForAPublish: NodeExpandVolume has no token, so it leaves
