@@ -18,14 +18,46 @@ import (
 	"strings"
 )
 
-// EncryptionContextKey is the encryption context key that binds a wrapped
-// volume key to its volume; its value is the EBS volume ID. Key policies
-// can name it in conditions (kms:EncryptionContext:diskplane:volume-id).
-const EncryptionContextKey = "diskplane:volume-id"
+// The encryption context keys of a wrapped volume key. Key policies and
+// IAM policies name them in conditions
+// (kms:EncryptionContext:diskplane:namespace).
+const (
+	// EncryptionContextKey binds a wrapped volume key to its volume; its
+	// value is the EBS volume ID.
+	EncryptionContextKey = "diskplane:volume-id"
+	// NamespaceContextKey binds it to the namespace of the claim the volume
+	// was made for: a tenant's role conditioned on it unwraps only its own
+	// namespace's keys, even when every tenant's keys share one KMS key.
+	NamespaceContextKey = "diskplane:namespace"
+)
 
-// EncryptionContext is the encryption context of a volume's wrapped key.
-func EncryptionContext(volumeID string) map[string]string {
-	return map[string]string{EncryptionContextKey: volumeID}
+// Binding is what a wrapped volume key is bound to by its encryption
+// context. KMS decrypts it only with the same context, so the binding
+// cannot be changed or dropped by whoever holds the ciphertext.
+type Binding struct {
+	VolumeID string
+	// Namespace is the claim's namespace; empty for a key wrapped before
+	// Diskplane bound keys to namespaces, or for a claim whose provisioner
+	// does not pass it (--extra-create-metadata): such a key is bound to
+	// its volume only.
+	Namespace string
+}
+
+// EncryptionContext is the encryption context of a key with this binding.
+func (b Binding) EncryptionContext() map[string]string {
+	ctx := map[string]string{EncryptionContextKey: b.VolumeID}
+	if b.Namespace != "" {
+		ctx[NamespaceContextKey] = b.Namespace
+	}
+	return ctx
+}
+
+// String names the binding in messages and logs.
+func (b Binding) String() string {
+	if b.Namespace == "" {
+		return "volume " + b.VolumeID
+	}
+	return "volume " + b.VolumeID + " in namespace " + b.Namespace
 }
 
 // Wrapped is a volume key as KMS encrypted it.
@@ -40,18 +72,18 @@ type Wrapped struct {
 // kms:GenerateDataKeyWithoutPlaintext and kms:ReEncrypt* on the keys of
 // its StorageClasses, and never kms:Decrypt.
 type Wrapper interface {
-	// Generate has KMS make a random 256-bit key for volumeID, wrapped by
+	// Generate has KMS make a random 256-bit key bound to to, wrapped by
 	// keyID (an ID, ARN, alias or alias ARN), and returns it wrapped only.
-	Generate(ctx context.Context, keyID, volumeID string) (Wrapped, error)
-	// Rewrap re-encrypts a key wrapped for fromVolumeID under keyID for
-	// toVolumeID, inside KMS: a restored or cloned volume holds its
-	// source's LUKS header, so it needs the same key bound to its own ID.
-	Rewrap(ctx context.Context, w Wrapped, fromVolumeID, keyID, toVolumeID string) (Wrapped, error)
+	Generate(ctx context.Context, keyID string, to Binding) (Wrapped, error)
+	// Rewrap re-encrypts a key bound to from under keyID bound to to,
+	// inside KMS: a restored or cloned volume holds its source's LUKS
+	// header, so it needs the same key bound to its own ID and claim.
+	Rewrap(ctx context.Context, w Wrapped, from Binding, keyID string, to Binding) (Wrapped, error)
 	// Check asks KMS, in a dry run that makes nothing, whether Generate
-	// (source nil) or Rewrap of source (bound to fromVolumeID) with keyID
-	// for a volume like toVolumeID would succeed: before the volume exists,
-	// so a key this controller cannot use fails without side effects.
-	Check(ctx context.Context, keyID string, source *Wrapped, fromVolumeID, toVolumeID string) error
+	// (source nil) or Rewrap of source (bound to from) with keyID for a
+	// volume bound like to would succeed: before the volume exists, so a
+	// key this controller cannot use fails without side effects.
+	Check(ctx context.Context, keyID string, source *Wrapped, from, to Binding) error
 }
 
 // UnwrapRequest is one pod's request to unwrap a volume's key.
@@ -65,9 +97,9 @@ type UnwrapRequest struct {
 	// KeyID is the KMS key the volume's key is wrapped by; Decrypt is told
 	// to use exactly this key.
 	KeyID string
-	// Ciphertext is the wrapped key, VolumeID the volume it is bound to.
+	// Ciphertext is the wrapped key, Binding what it is bound to.
 	Ciphertext []byte
-	VolumeID   string
+	Binding    Binding
 	// Region is where to call STS and KMS when KeyID is not an ARN (which
 	// names its region): the node's own; empty means the configuration's.
 	Region string

@@ -54,35 +54,35 @@ func start(t *testing.T) *fixture {
 		unwrapper: NewUnwrapper(env.AWSConfig("ctrl", "ctrl-secret"))}
 }
 
-func (f *fixture) request(t *testing.T, serviceAccount string, w Wrapped, volumeID string) UnwrapRequest {
+func (f *fixture) request(t *testing.T, serviceAccount string, w Wrapped, b Binding) UnwrapRequest {
 	return UnwrapRequest{
 		Token:   f.issuer.Token(t, iamtest.ServiceAccountSubject("shop", serviceAccount), "sts.amazonaws.com", time.Hour),
-		RoleARN: appRole, SessionName: "shop." + serviceAccount, KeyID: w.KeyARN, Ciphertext: w.Ciphertext, VolumeID: volumeID,
+		RoleARN: appRole, SessionName: "shop." + serviceAccount, KeyID: w.KeyARN, Ciphertext: w.Ciphertext, Binding: b,
 	}
 }
 
 func TestWrapRewrapUnwrap(t *testing.T) {
 	f := start(t)
 	ctx := t.Context()
-	w, err := f.wrapper.Generate(ctx, "alias/volumes", "vol-1")
+	w, err := f.wrapper.Generate(ctx, "alias/volumes", Binding{VolumeID: "vol-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if w.KeyARN != "arn:aws:kms:us-east-1:123456789012:key/volumes" || len(w.Ciphertext) == 0 {
 		t.Fatalf("Generate = %+v", w)
 	}
-	key, err := f.unwrapper.Unwrap(ctx, f.request(t, "app", w, "vol-1"))
+	key, err := f.unwrapper.Unwrap(ctx, f.request(t, "app", w, Binding{VolumeID: "vol-1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(key) != 32 {
 		t.Fatalf("a key of %d bytes", len(key))
 	}
-	clone, err := f.wrapper.Rewrap(ctx, w, "vol-1", "alias/volumes", "vol-2")
+	clone, err := f.wrapper.Rewrap(ctx, w, Binding{VolumeID: "vol-1"}, "alias/volumes", Binding{VolumeID: "vol-2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := f.unwrapper.Unwrap(ctx, f.request(t, "app", clone, "vol-2"))
+	again, err := f.unwrapper.Unwrap(ctx, f.request(t, "app", clone, Binding{VolumeID: "vol-2"}))
 	if err != nil || !bytes.Equal(again, key) {
 		t.Fatalf("the clone's key differs: %v", err)
 	}
@@ -97,25 +97,25 @@ func TestWrapRewrapUnwrap(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	f := start(t)
 	ctx := t.Context()
-	w, err := f.wrapper.Generate(ctx, "volumes", "vol-1")
+	w, err := f.wrapper.Generate(ctx, "volumes", Binding{VolumeID: "vol-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	otherRole := f.request(t, "other", w, "vol-1")
+	otherRole := f.request(t, "other", w, Binding{VolumeID: "vol-1"})
 	otherRole.RoleARN = "arn:aws:iam::123456789012:role/other"
-	expired := f.request(t, "app", w, "vol-1")
+	expired := f.request(t, "app", w, Binding{VolumeID: "vol-1"})
 	expired.Token = f.issuer.Token(t, iamtest.ServiceAccountSubject("shop", "app"), "sts.amazonaws.com", -time.Minute)
-	noKeyRegion := f.request(t, "app", w, "vol-1")
+	noKeyRegion := f.request(t, "app", w, Binding{VolumeID: "vol-1"})
 	noKeyRegion.KeyID = "volumes"
 	tests := []struct {
 		name string
 		req  UnwrapRequest
 		want error
 	}{
-		{name: "a service account the role does not trust", req: f.request(t, "other", w, "vol-1"), want: ErrTokenRefused},
+		{name: "a service account the role does not trust", req: f.request(t, "other", w, Binding{VolumeID: "vol-1"}), want: ErrTokenRefused},
 		{name: "an expired token", req: expired, want: ErrTokenRefused},
 		{name: "a role the key policy does not name", req: otherRole, want: ErrAccessDenied},
-		{name: "another volume's context", req: f.request(t, "app", w, "vol-2"), want: ErrWrongVolume},
+		{name: "another volume's context", req: f.request(t, "app", w, Binding{VolumeID: "vol-2"}), want: ErrWrongVolume},
 		{name: "a key ID without its ARN uses the node's region", req: noKeyRegion},
 	}
 	for _, tc := range tests {
@@ -135,7 +135,7 @@ func TestRefusals(t *testing.T) {
 			}
 		})
 	}
-	if _, err := f.wrapper.Generate(ctx, "alias/missing", "vol-3"); !errors.Is(err, ErrKeyNotFound) {
+	if _, err := f.wrapper.Generate(ctx, "alias/missing", Binding{VolumeID: "vol-3"}); !errors.Is(err, ErrKeyNotFound) {
 		t.Fatalf("Generate with a missing key = %v", err)
 	}
 	disabled := false
@@ -143,10 +143,10 @@ func TestRefusals(t *testing.T) {
 		Policy: mustPolicy(t, f)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.unwrapper.Unwrap(ctx, f.request(t, "app", w, "vol-1")); !errors.Is(err, ErrKeyDisabled) {
+	if _, err := f.unwrapper.Unwrap(ctx, f.request(t, "app", w, Binding{VolumeID: "vol-1"})); !errors.Is(err, ErrKeyDisabled) {
 		t.Fatalf("with the key disabled: %v", err)
 	}
-	if _, err := f.wrapper.Rewrap(ctx, w, "vol-1", "volumes", "vol-2"); !errors.Is(err, ErrKeyDisabled) {
+	if _, err := f.wrapper.Rewrap(ctx, w, Binding{VolumeID: "vol-1"}, "volumes", Binding{VolumeID: "vol-2"}); !errors.Is(err, ErrKeyDisabled) {
 		t.Fatalf("Rewrap with the key disabled: %v", err)
 	}
 }
@@ -164,7 +164,7 @@ func mustPolicy(t *testing.T, f *fixture) *iam.Policy {
 
 func TestUnreachable(t *testing.T) {
 	cfg := aws.Config{Region: "us-east-1", BaseEndpoint: aws.String("http://127.0.0.1:1"), RetryMaxAttempts: 1}
-	_, err := NewUnwrapper(cfg).Unwrap(t.Context(), UnwrapRequest{Token: "t.o.k", RoleARN: appRole, SessionName: "s1", KeyID: "k", VolumeID: "vol-1"})
+	_, err := NewUnwrapper(cfg).Unwrap(t.Context(), UnwrapRequest{Token: "t.o.k", RoleARN: appRole, SessionName: "s1", KeyID: "k", Binding: Binding{VolumeID: "vol-1"}})
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Unwrap = %v", err)
 	}

@@ -45,42 +45,42 @@ func (w *kmsWrapper) client(keyID string) *kms.Client {
 	return kms.NewFromConfig(w.cfg, kmsOptions(regionOf(keyID, w.cfg.Region), nil))
 }
 
-func (w *kmsWrapper) Generate(ctx context.Context, keyID, volumeID string) (Wrapped, error) {
+func (w *kmsWrapper) Generate(ctx context.Context, keyID string, to Binding) (Wrapped, error) {
 	out, err := w.client(keyID).GenerateDataKeyWithoutPlaintext(ctx, &kms.GenerateDataKeyWithoutPlaintextInput{
 		KeyId:             aws.String(keyID),
 		KeySpec:           types.DataKeySpecAes256,
-		EncryptionContext: EncryptionContext(volumeID),
+		EncryptionContext: to.EncryptionContext(),
 	})
 	if err != nil {
-		return Wrapped{}, classify(fmt.Sprintf("KMS GenerateDataKeyWithoutPlaintext with key %s for volume %s", keyID, volumeID), err)
+		return Wrapped{}, classify(fmt.Sprintf("KMS GenerateDataKeyWithoutPlaintext with key %s for %s", keyID, to), err)
 	}
 	return Wrapped{KeyARN: aws.ToString(out.KeyId), Ciphertext: out.CiphertextBlob}, nil
 }
 
-func (w *kmsWrapper) Rewrap(ctx context.Context, src Wrapped, fromVolumeID, keyID, toVolumeID string) (Wrapped, error) {
+func (w *kmsWrapper) Rewrap(ctx context.Context, src Wrapped, from Binding, keyID string, to Binding) (Wrapped, error) {
 	out, err := w.client(keyID).ReEncrypt(ctx, &kms.ReEncryptInput{
 		CiphertextBlob:               src.Ciphertext,
 		SourceKeyId:                  aws.String(src.KeyARN),
-		SourceEncryptionContext:      EncryptionContext(fromVolumeID),
+		SourceEncryptionContext:      from.EncryptionContext(),
 		DestinationKeyId:             aws.String(keyID),
-		DestinationEncryptionContext: EncryptionContext(toVolumeID),
+		DestinationEncryptionContext: to.EncryptionContext(),
 	})
 	if err != nil {
-		return Wrapped{}, classify(fmt.Sprintf("KMS ReEncrypt of volume %s's key (%s) with key %s for volume %s", fromVolumeID, src.KeyARN, keyID, toVolumeID), err)
+		return Wrapped{}, classify(fmt.Sprintf("KMS ReEncrypt of the key of %s (%s) with key %s for %s", from, src.KeyARN, keyID, to), err)
 	}
 	return Wrapped{KeyARN: aws.ToString(out.KeyId), Ciphertext: out.CiphertextBlob}, nil
 }
 
-func (w *kmsWrapper) Check(ctx context.Context, keyID string, source *Wrapped, fromVolumeID, toVolumeID string) error {
+func (w *kmsWrapper) Check(ctx context.Context, keyID string, source *Wrapped, from, to Binding) error {
 	var err error
 	if source == nil {
 		_, err = w.client(keyID).GenerateDataKeyWithoutPlaintext(ctx, &kms.GenerateDataKeyWithoutPlaintextInput{
-			KeyId: aws.String(keyID), KeySpec: types.DataKeySpecAes256, EncryptionContext: EncryptionContext(toVolumeID), DryRun: aws.Bool(true),
+			KeyId: aws.String(keyID), KeySpec: types.DataKeySpecAes256, EncryptionContext: to.EncryptionContext(), DryRun: aws.Bool(true),
 		})
 	} else {
 		_, err = w.client(keyID).ReEncrypt(ctx, &kms.ReEncryptInput{
-			CiphertextBlob: source.Ciphertext, SourceKeyId: aws.String(source.KeyARN), SourceEncryptionContext: EncryptionContext(fromVolumeID),
-			DestinationKeyId: aws.String(keyID), DestinationEncryptionContext: EncryptionContext(toVolumeID), DryRun: aws.Bool(true),
+			CiphertextBlob: source.Ciphertext, SourceKeyId: aws.String(source.KeyARN), SourceEncryptionContext: from.EncryptionContext(),
+			DestinationKeyId: aws.String(keyID), DestinationEncryptionContext: to.EncryptionContext(), DryRun: aws.Bool(true),
 		})
 	}
 	var dry *types.DryRunOperationException

@@ -72,10 +72,10 @@ func (u *workloadUnwrapper) Unwrap(ctx context.Context, r UnwrapRequest) ([]byte
 	out, err := kms.NewFromConfig(u.cfg, kmsOptions(region, creds)).Decrypt(ctx, &kms.DecryptInput{
 		CiphertextBlob:    r.Ciphertext,
 		KeyId:             aws.String(r.KeyID),
-		EncryptionContext: EncryptionContext(r.VolumeID),
+		EncryptionContext: r.Binding.EncryptionContext(),
 	})
 	if err != nil {
-		return nil, classify(fmt.Sprintf("KMS Decrypt of volume %s's key with key %s as %s", r.VolumeID, r.KeyID, session), err)
+		return nil, classify(fmt.Sprintf("KMS Decrypt of the key of %s with key %s as %s", r.Binding, r.KeyID, session), err)
 	}
 	return out.Plaintext, nil
 }

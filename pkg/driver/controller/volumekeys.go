@@ -33,6 +33,9 @@ const (
 	// tagKeyVolume holds the volume ID its encryption context names; on a
 	// volume, its own ID, on a snapshot, its source's.
 	tagKeyVolume = "luks-key-volume"
+	// tagKeyNamespace holds the namespace its encryption context names (the
+	// claim's), when it names one.
+	tagKeyNamespace = "luks-key-namespace"
 	// maxTagValue is EC2's limit on a tag value, in characters.
 	maxTagValue = 256
 	// maxWrappedKeyTags bounds how many tags one ciphertext may take.
@@ -48,20 +51,22 @@ var errNoWrappedKey = errors.New("carries no KMS-wrapped LUKS key")
 // context of this shape.
 const dryRunVolumeID = "vol-00000000000000000"
 
-// sourceKey is the wrapped key of a restore's or clone's source.
-type sourceKey struct {
-	wrapped  datakeys.Wrapped
-	volumeID string // the volume its encryption context names
+// taggedKey is a wrapped key as a volume's or snapshot's tags keep it:
+// the ciphertext, and what its encryption context binds it to.
+type taggedKey struct {
+	wrapped datakeys.Wrapped
+	binding datakeys.Binding
 }
 
 // checkVolumeKey runs before anything is created for a class whose LUKS key
 // KMS wraps: raw block access is refused (the kubelet sends a pod's token
 // only to a filesystem volume's NodePublishVolume), a restore's or clone's
 // source must carry a wrapped key, and KMS is asked, in a dry run, whether
-// this controller may make (or re-wrap) the key, so that a wrong key,
-// policy or region fails here instead of leaving behind a volume that
-// CreateVolume never returns.
-func (s *Service) checkVolumeKey(ctx context.Context, key parameters.NodeEncryptionKey, caps capabilitySet, src *csi.VolumeContentSource) (*sourceKey, error) {
+// this controller may make (or re-wrap) the key for the claim's namespace,
+// so that a wrong key, policy or region fails here instead of leaving
+// behind a volume that CreateVolume never returns.
+func (s *Service) checkVolumeKey(ctx context.Context, key parameters.NodeEncryptionKey, caps capabilitySet, src *csi.VolumeContentSource,
+	namespace string) (*taggedKey, error) {
 	if !key.KMS() {
 		return nil, nil
 	}
@@ -78,11 +83,11 @@ func (s *Service) checkVolumeKey(ctx context.Context, key parameters.NodeEncrypt
 		return nil, err
 	}
 	var from *datakeys.Wrapped
-	fromVolume := ""
+	var fromBinding datakeys.Binding
 	if source != nil {
-		from, fromVolume = &source.wrapped, source.volumeID
+		from, fromBinding = &source.wrapped, source.binding
 	}
-	if err := s.keys.Check(ctx, key.KMSKeyID, from, fromVolume, dryRunVolumeID); err != nil {
+	if err := s.keys.Check(ctx, key.KMSKeyID, from, fromBinding, datakeys.Binding{VolumeID: dryRunVolumeID, Namespace: namespace}); err != nil {
 		return nil, failed(err, "KMS key %s", key.KMSKeyID)
 	}
 	return source, nil
@@ -90,9 +95,9 @@ func (s *Service) checkVolumeKey(ctx context.Context, key parameters.NodeEncrypt
 
 // sourceKey reads the wrapped key a snapshot or volume to restore or clone
 // carries in its tags; nil without a source.
-func (s *Service) sourceKey(ctx context.Context, src *csi.VolumeContentSource) (*sourceKey, error) {
+func (s *Service) sourceKey(ctx context.Context, src *csi.VolumeContentSource) (*taggedKey, error) {
 	var tags map[string]string
-	var from, volumeID string
+	var from string
 	switch {
 	case src == nil:
 		return nil, nil
@@ -102,65 +107,71 @@ func (s *Service) sourceKey(ctx context.Context, src *csi.VolumeContentSource) (
 		if err != nil {
 			return nil, failed(err, "source snapshot %s", id)
 		}
-		tags, from, volumeID = snap.Tags, "snapshot "+id, snap.Tags[s.tagKey(tagKeyVolume)]
+		tags, from = snap.Tags, "snapshot "+id
 	case src.GetVolume() != nil:
 		id := src.GetVolume().GetVolumeId()
 		vol, err := s.cloud.GetVolume(ctx, id)
 		if err != nil {
 			return nil, failed(err, "source volume %s", id)
 		}
-		tags, from, volumeID = vol.Tags, "volume "+id, id
+		tags, from = vol.Tags, "volume "+id
 	default:
 		return nil, nil
 	}
-	w, ok, err := s.wrappedFromTags(tags)
+	k, ok, err := s.keyFromTags(tags)
 	switch {
 	case err != nil:
 		return nil, status.Errorf(codes.FailedPrecondition, "%s: %v", from, err)
-	case !ok || volumeID == "":
+	case !ok:
 		return nil, invalidArgument("%s %v: it is not of a volume whose LUKS key KMS wraps (%s: %s), and this class encrypts "+
 			"only such volumes (a plain or passphrase-encrypted volume cannot be re-encrypted in place)",
 			from, errNoWrappedKey, parameters.KeyNodeEncryptionKeySource, volumecontext.KeySourceKMS)
 	}
-	return &sourceKey{wrapped: w, volumeID: volumeID}, nil
+	return &k, nil
 }
 
 // volumeKeyContext makes sure vol has its wrapped LUKS key, in a tag and in
 // the volume context returned: the one an earlier attempt tagged it with,
-// or a new one (re-wrapped from the source's for a restore or clone).
-func (s *Service) volumeKeyContext(ctx context.Context, vol *cloud.Volume, key parameters.NodeEncryptionKey, source *sourceKey) (map[string]string, error) {
+// or a new one bound to vol and the claim's namespace (re-wrapped from the
+// source's for a restore or clone, into the new claim's namespace).
+func (s *Service) volumeKeyContext(ctx context.Context, vol *cloud.Volume, key parameters.NodeEncryptionKey, source *taggedKey,
+	namespace string) (map[string]string, error) {
 	if !key.KMS() {
 		return nil, nil
 	}
-	w, ok, err := s.wrappedFromTags(vol.Tags)
+	k, ok, err := s.keyFromTags(vol.Tags)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "volume %s: %v", vol.ID, err)
 	}
 	if !ok {
+		k.binding = datakeys.Binding{VolumeID: vol.ID, Namespace: namespace}
 		if source != nil {
-			w, err = s.keys.Rewrap(ctx, source.wrapped, source.volumeID, key.KMSKeyID, vol.ID)
+			k.wrapped, err = s.keys.Rewrap(ctx, source.wrapped, source.binding, key.KMSKeyID, k.binding)
 		} else {
-			w, err = s.keys.Generate(ctx, key.KMSKeyID, vol.ID)
+			k.wrapped, err = s.keys.Generate(ctx, key.KMSKeyID, k.binding)
 		}
 		if err != nil {
 			return nil, failed(err, "wrap the LUKS key of volume %s", vol.ID)
 		}
-		tags, err := s.wrappedKeyTags(w, vol.ID)
+		tags, err := s.wrappedKeyTags(k)
 		if err != nil {
 			return nil, status.Errorf(codes.Internal, "volume %s: %v", vol.ID, err)
 		}
 		if err := s.cloud.UpdateTags(ctx, vol.ID, tags, nil); err != nil {
 			return nil, failed(err, "tag volume %s with its wrapped LUKS key", vol.ID)
 		}
-		klog.V(2).InfoS("Wrapped the volume's LUKS key", "volumeID", vol.ID, "kmsKey", w.KeyARN, "rewrapped", source != nil)
+		klog.V(2).InfoS("Wrapped the volume's LUKS key", "volumeID", vol.ID, "namespace", namespace, "kmsKey", k.wrapped.KeyARN, "rewrapped", source != nil)
 	}
-	return volumecontext.KMSKey{KeyID: w.KeyARN, RoleARN: key.RoleARN, Wrapped: w.Ciphertext}.VolumeContext(), nil
+	// The key an earlier attempt tagged the volume with keeps the binding
+	// it was wrapped with: KMS decrypts it only with that context.
+	return volumecontext.KMSKey{KeyID: k.wrapped.KeyARN, RoleARN: key.RoleARN, Wrapped: k.wrapped.Ciphertext,
+		Namespace: k.binding.Namespace}.VolumeContext(), nil
 }
 
 // snapshotSourceTags are the tags a snapshot of sourceID carries from its
 // volume: the layout it was made for (tagLayout), and what a restore needs
-// to get its key: the wrapped key and the volume its encryption context
-// names.
+// to get its key: the wrapped key and the volume and namespace its
+// encryption context names.
 func (s *Service) snapshotSourceTags(ctx context.Context, sourceID string) (map[string]string, error) {
 	vol, err := s.cloud.GetVolume(ctx, sourceID)
 	if err != nil {
@@ -170,14 +181,14 @@ func (s *Service) snapshotSourceTags(ctx context.Context, sourceID string) (map[
 	if layout := vol.Tags[s.tagKey(tagLayout)]; layout != "" {
 		tags[s.tagKey(tagLayout)] = layout
 	}
-	w, ok, err := s.wrappedFromTags(vol.Tags)
+	k, ok, err := s.keyFromTags(vol.Tags)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "source volume %s: %v", sourceID, err)
 	}
 	if !ok {
 		return tags, nil
 	}
-	keyTags, err := s.wrappedKeyTags(w, sourceID)
+	keyTags, err := s.wrappedKeyTags(k)
 	if err != nil {
 		return nil, err
 	}
@@ -189,11 +200,15 @@ func (s *Service) tagKey(name string) string { return s.driverName + "/" + name 
 
 // wrappedKeyTags renders a wrapped key into tags, the ciphertext split
 // over as many tags as its length needs.
-func (s *Service) wrappedKeyTags(w datakeys.Wrapped, volumeID string) (map[string]string, error) {
+func (s *Service) wrappedKeyTags(k taggedKey) (map[string]string, error) {
+	w := k.wrapped
 	if len(w.KeyARN) > maxTagValue {
 		return nil, fmt.Errorf("the KMS key's ARN %s is longer than a tag value may be", w.KeyARN)
 	}
-	tags := map[string]string{s.tagKey(tagWrappingKey): w.KeyARN, s.tagKey(tagKeyVolume): volumeID}
+	tags := map[string]string{s.tagKey(tagWrappingKey): w.KeyARN, s.tagKey(tagKeyVolume): k.binding.VolumeID}
+	if k.binding.Namespace != "" {
+		tags[s.tagKey(tagKeyNamespace)] = k.binding.Namespace
+	}
 	text := base64.StdEncoding.EncodeToString(w.Ciphertext)
 	for i := 1; text != ""; i++ {
 		if i > maxWrappedKeyTags {
@@ -213,12 +228,12 @@ func (s *Service) wrappedKeyTag(i int) string {
 	return s.tagKey(tagWrappedKey + "-" + strconv.Itoa(i))
 }
 
-// wrappedFromTags reads a wrapped key back from a resource's tags: false
-// when it has none, an error when what it has is damaged.
-func (s *Service) wrappedFromTags(tags map[string]string) (datakeys.Wrapped, bool, error) {
+// keyFromTags reads a wrapped key and its binding back from a resource's
+// tags: false when it has none, an error when what it has is damaged.
+func (s *Service) keyFromTags(tags map[string]string) (taggedKey, bool, error) {
 	first, ok := tags[s.wrappedKeyTag(1)]
 	if !ok {
-		return datakeys.Wrapped{}, false, nil
+		return taggedKey{}, false, nil
 	}
 	var text strings.Builder
 	text.WriteString(first)
@@ -230,11 +245,12 @@ func (s *Service) wrappedFromTags(tags map[string]string) (datakeys.Wrapped, boo
 		text.WriteString(part)
 	}
 	ciphertext, err := base64.StdEncoding.DecodeString(text.String())
-	keyARN := tags[s.tagKey(tagWrappingKey)]
-	if err != nil || len(ciphertext) == 0 || keyARN == "" {
-		return datakeys.Wrapped{}, false, fmt.Errorf("its tags %s… hold no readable wrapped LUKS key (edited by hand?)", s.tagKey(tagWrappedKey))
+	keyARN, volumeID := tags[s.tagKey(tagWrappingKey)], tags[s.tagKey(tagKeyVolume)]
+	if err != nil || len(ciphertext) == 0 || keyARN == "" || volumeID == "" {
+		return taggedKey{}, false, fmt.Errorf("its tags %s… hold no readable wrapped LUKS key (edited by hand?)", s.tagKey(tagWrappedKey))
 	}
-	return datakeys.Wrapped{KeyARN: keyARN, Ciphertext: ciphertext}, true, nil
+	return taggedKey{wrapped: datakeys.Wrapped{KeyARN: keyARN, Ciphertext: ciphertext},
+		binding: datakeys.Binding{VolumeID: volumeID, Namespace: tags[s.tagKey(tagKeyNamespace)]}}, true, nil
 }
 
 // mergeMaps adds extra's entries to a copy of base (a volume context, tags).

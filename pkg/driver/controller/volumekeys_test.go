@@ -3,6 +3,7 @@ package controller
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -63,11 +64,21 @@ func newKeyHarness(t *testing.T, withKeys bool) *keyHarness {
 	return &keyHarness{harness: h, issuer: issuer}
 }
 
-// kmsReq is a CreateVolume request of a class whose keys KMS wraps.
+// kmsReq is a CreateVolume request of a class whose keys KMS wraps, from a
+// provisioner that does not pass the claim's namespace.
 func kmsReq(name string) *csi.CreateVolumeRequest {
 	req := createReq(name, 2, "")
 	req.Parameters = map[string]string{"nodeEncryption": "luks2", "nodeEncryptionKeySource": "kms",
 		"nodeEncryptionKmsKeyId": "alias/volumes", "nodeEncryptionRoleArn": testAppRole}
+	return req
+}
+
+// kmsReqIn is kmsReq for a claim in namespace, as the provisioner's
+// --extra-create-metadata passes it.
+func kmsReqIn(name, namespace string) *csi.CreateVolumeRequest {
+	req := kmsReq(name)
+	req.Parameters["csi.storage.k8s.io/pvc/namespace"] = namespace
+	req.Parameters["csi.storage.k8s.io/pvc/name"] = name
 	return req
 }
 
@@ -81,7 +92,8 @@ func (h *keyHarness) unwrap(t *testing.T, vol *csi.Volume) []byte {
 	u := datakeys.NewUnwrapper(h.env.AWSConfig("", ""))
 	key, err := u.Unwrap(h.ctx(), datakeys.UnwrapRequest{
 		Token:   h.issuer.Token(t, iamtest.ServiceAccountSubject("shop", "db"), "sts.amazonaws.com", time.Hour),
-		RoleARN: k.RoleARN, SessionName: "shop.db-0", KeyID: k.KeyID, Ciphertext: k.Wrapped, VolumeID: vol.GetVolumeId(),
+		RoleARN: k.RoleARN, SessionName: "shop.db-0", KeyID: k.KeyID, Ciphertext: k.Wrapped,
+		Binding: datakeys.Binding{VolumeID: vol.GetVolumeId(), Namespace: k.Namespace},
 	})
 	if err != nil {
 		t.Fatalf("unwrap the key of %s: %v", vol.GetVolumeId(), err)
@@ -243,10 +255,72 @@ func TestRestoreAndCloneRewrapTheKey(t *testing.T) {
 	}
 }
 
+// TestKeysBoundToTheClaimsNamespace: with the claim's namespace passed, a
+// new volume's key is bound to it (its encryption context, a tag, the
+// volume context); a snapshot keeps the binding; a restore into another
+// namespace is re-wrapped into that namespace, and so is one whose source
+// was bound to its volume only (a key wrapped before namespaces).
+func TestKeysBoundToTheClaimsNamespace(t *testing.T) {
+	h := newKeyHarness(t, true)
+	src := h.createVolume(t, kmsReqIn("pvc-src", "shop"))
+	if got := src.GetVolumeContext()["nodeEncryptionKeyNamespace"]; got != "shop" {
+		t.Fatalf("volume context namespace %q", got)
+	}
+	if got := h.volume(t, src.GetVolumeId()).Tags[testDriverName+"/luks-key-namespace"]; got != "shop" {
+		t.Fatalf("tag luks-key-namespace %q", got)
+	}
+	key := h.unwrap(t, src)
+	k, err := volumecontext.KMSKeyOf(src.GetVolumeContext())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unbound := datakeys.NewUnwrapper(h.env.AWSConfig("", ""))
+	if _, err := unbound.Unwrap(h.ctx(), datakeys.UnwrapRequest{
+		Token:   h.issuer.Token(t, iamtest.ServiceAccountSubject("shop", "db"), "sts.amazonaws.com", time.Hour),
+		RoleARN: k.RoleARN, SessionName: "shop.db-0", KeyID: k.KeyID, Ciphertext: k.Wrapped, Binding: datakeys.Binding{VolumeID: src.GetVolumeId()},
+	}); !errors.Is(err, datakeys.ErrWrongVolume) {
+		t.Fatalf("the key opened without its namespace: %v", err)
+	}
+	snap, err := h.svc.CreateSnapshot(h.ctx(), &csi.CreateSnapshotRequest{Name: "snap-src", SourceVolumeId: src.GetVolumeId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.env.Cloud().Snapshots()[0].Tags[testDriverName+"/luks-key-namespace"]; got != "shop" {
+		t.Fatalf("snapshot tag luks-key-namespace %q", got)
+	}
+	restoreReq := kmsReqIn("pvc-restored", "bank")
+	restoreReq.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{
+		Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snap.GetSnapshot().GetSnapshotId()}}}
+	restored := h.createVolume(t, restoreReq)
+	if got := restored.GetVolumeContext()["nodeEncryptionKeyNamespace"]; got != "bank" {
+		t.Fatalf("the restored volume's key is bound to namespace %q", got)
+	}
+	if got := h.unwrap(t, restored); !bytes.Equal(got, key) {
+		t.Fatal("the restored volume's key is not its snapshot's")
+	}
+
+	legacy := h.createVolume(t, kmsReq("pvc-legacy"))
+	if _, ok := legacy.GetVolumeContext()["nodeEncryptionKeyNamespace"]; ok {
+		t.Fatal("a key wrapped without the claim's namespace names one")
+	}
+	legacyKey := h.unwrap(t, legacy)
+	cloneReq := kmsReqIn("pvc-clone", "bank")
+	cloneReq.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+		Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: legacy.GetVolumeId()}}}
+	clone := h.createVolume(t, cloneReq)
+	if got := clone.GetVolumeContext()["nodeEncryptionKeyNamespace"]; got != "bank" {
+		t.Fatalf("the clone's key is bound to namespace %q", got)
+	}
+	if got := h.unwrap(t, clone); !bytes.Equal(got, legacyKey) {
+		t.Fatal("the clone's key is not its source's")
+	}
+}
+
 func TestWrappedKeyTags(t *testing.T) {
 	s := &Service{driverName: testDriverName}
 	long := bytes.Repeat([]byte{7}, 600) // 800 base64 characters: four tags
-	tags, err := s.wrappedKeyTags(datakeys.Wrapped{KeyARN: testKeyARN, Ciphertext: long}, "vol-1")
+	bound := datakeys.Binding{VolumeID: "vol-1", Namespace: "shop"}
+	tags, err := s.wrappedKeyTags(taggedKey{wrapped: datakeys.Wrapped{KeyARN: testKeyARN, Ciphertext: long}, binding: bound})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,18 +329,18 @@ func TestWrappedKeyTags(t *testing.T) {
 			t.Fatalf("tag %s = %q", k, v)
 		}
 	}
-	back, ok, err := s.wrappedFromTags(tags)
-	if err != nil || !ok || !bytes.Equal(back.Ciphertext, long) || back.KeyARN != testKeyARN {
-		t.Fatalf("read back: %v, %v", ok, err)
+	back, ok, err := s.keyFromTags(tags)
+	if err != nil || !ok || !bytes.Equal(back.wrapped.Ciphertext, long) || back.wrapped.KeyARN != testKeyARN || back.binding != bound {
+		t.Fatalf("read back: %+v, %v, %v", back.binding, ok, err)
 	}
-	if _, err := s.wrappedKeyTags(datakeys.Wrapped{KeyARN: testKeyARN, Ciphertext: bytes.Repeat([]byte{1}, 2000)}, "vol-1"); err == nil {
+	if _, err := s.wrappedKeyTags(taggedKey{wrapped: datakeys.Wrapped{KeyARN: testKeyARN, Ciphertext: bytes.Repeat([]byte{1}, 2000)}, binding: bound}); err == nil {
 		t.Fatal("a ciphertext needing more than 8 tags was accepted")
 	}
-	if _, ok, _ := s.wrappedFromTags(map[string]string{"team": "x"}); ok {
+	if _, ok, _ := s.keyFromTags(map[string]string{"team": "x"}); ok {
 		t.Fatal("found a key in tags without one")
 	}
 	damaged := map[string]string{testDriverName + "/luks-key": "!!" + base64.StdEncoding.EncodeToString(long[:3])}
-	if _, _, err := s.wrappedFromTags(damaged); err == nil || !strings.Contains(err.Error(), "no readable wrapped LUKS key") {
+	if _, _, err := s.keyFromTags(damaged); err == nil || !strings.Contains(err.Error(), "no readable wrapped LUKS key") {
 		t.Fatalf("damaged tags: %v", err)
 	}
 }

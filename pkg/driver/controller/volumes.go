@@ -72,7 +72,7 @@ func (s *Service) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest
 	if layout != "" {
 		opts.Tags = mergeMaps(opts.Tags, map[string]string{s.tagKey(tagLayout): layout})
 	}
-	sourceKey, err := s.checkVolumeKey(ctx, params.NodeEncryptionKey, caps, req.GetVolumeContentSource())
+	sourceKey, err := s.checkVolumeKey(ctx, params.NodeEncryptionKey, caps, req.GetVolumeContentSource(), params.Metadata.PVCNamespace)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +90,7 @@ func (s *Service) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest
 	}
 	klog.V(2).InfoS("Volume ready", "name", name, "volumeID", vol.ID, "zone", vol.Zone,
 		"sizeGiB", vol.SizeGiB, "type", vol.Type)
-	keyContext, err := s.volumeKeyContext(ctx, vol, params.NodeEncryptionKey, sourceKey)
+	keyContext, err := s.volumeKeyContext(ctx, vol, params.NodeEncryptionKey, sourceKey, params.Metadata.PVCNamespace)
 	if err != nil {
 		return nil, err
 	}

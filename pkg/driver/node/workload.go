@@ -132,7 +132,7 @@ func (s *Service) unlockForPublish(ctx context.Context, req *csi.NodePublishVolu
 	}
 	plain, err := s.unwrapper.Unwrap(ctx, datakeys.UnwrapRequest{
 		Token: tok.Token, RoleARN: key.RoleARN, SessionName: who.sessionName(volumeID),
-		KeyID: key.KeyID, Ciphertext: key.Wrapped, VolumeID: volumeID, Region: in.Region,
+		KeyID: key.KeyID, Ciphertext: key.Wrapped, Binding: datakeys.Binding{VolumeID: volumeID, Namespace: key.Namespace}, Region: in.Region,
 	})
 	if err != nil {
 		return false, nil, s.unlockRefused(pub, digest, key, who, err)

@@ -40,11 +40,11 @@ func TestUnlockThroughSTSAndKMS(t *testing.T) {
 		},
 		KMS: kms.Config{Keys: []kms.KeySpec{{ID: "volumes", Policy: policy}}},
 	})
-	w, err := datakeys.NewWrapper(env.AWSConfig("ctrl", "ctrl-secret")).Generate(t.Context(), "volumes", volID)
+	w, err := datakeys.NewWrapper(env.AWSConfig("ctrl", "ctrl-secret")).Generate(t.Context(), "volumes", datakeys.Binding{VolumeID: volID, Namespace: "shop"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	vc := volumecontext.KMSKey{KeyID: w.KeyARN, RoleARN: podRole, Wrapped: w.Ciphertext}.VolumeContext()
+	vc := volumecontext.KMSKey{KeyID: w.KeyARN, RoleARN: podRole, Wrapped: w.Ciphertext, Namespace: "shop"}.VolumeContext()
 	vc["nodeEncryption"] = "luks2"
 
 	f := newFakeOS()

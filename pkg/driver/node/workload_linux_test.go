@@ -72,11 +72,11 @@ func setKeyPolicy(t *testing.T, n *cloudNode, podMayDecrypt bool) {
 // keyed gives v a key that KMS wraps, as CreateVolume does.
 func (n *kmsNode) keyed(v volume) volume {
 	n.t.Helper()
-	w, err := datakeys.NewWrapper(n.env.AWSConfig("ctrl", "ctrl-secret")).Generate(n.t.Context(), "volumes", v.ID)
+	w, err := datakeys.NewWrapper(n.env.AWSConfig("ctrl", "ctrl-secret")).Generate(n.t.Context(), "volumes", datakeys.Binding{VolumeID: v.ID, Namespace: "shop"})
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	v.Context = volumecontext.KMSKey{KeyID: w.KeyARN, RoleARN: wlPodRole, Wrapped: w.Ciphertext}.VolumeContext()
+	v.Context = volumecontext.KMSKey{KeyID: w.KeyARN, RoleARN: wlPodRole, Wrapped: w.Ciphertext, Namespace: "shop"}.VolumeContext()
 	v.Context["nodeEncryption"] = "luks2"
 	return v
 }

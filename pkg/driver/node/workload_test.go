@@ -87,7 +87,7 @@ func tokensJSON(token string, expires time.Time) string {
 }
 
 func kmsContext() map[string]string {
-	ctx := volumecontext.KMSKey{KeyID: kmsKey, RoleARN: podRole, Wrapped: []byte("wrapped-by-kms")}.VolumeContext()
+	ctx := volumecontext.KMSKey{KeyID: kmsKey, RoleARN: podRole, Wrapped: []byte("wrapped-by-kms"), Namespace: "shop"}.VolumeContext()
 	ctx["nodeEncryption"] = "luks2"
 	return ctx
 }
@@ -197,7 +197,7 @@ func TestPublishUnlocksWithEachPodsToken(t *testing.T) {
 		t.Fatal("the volume was not formatted with the key KMS unwrapped")
 	}
 	call := r.kms.calls[0]
-	if call.Token != tokenA || call.RoleARN != podRole || call.KeyID != kmsKey || call.VolumeID != volID ||
+	if call.Token != tokenA || call.RoleARN != podRole || call.KeyID != kmsKey || call.Binding != (datakeys.Binding{VolumeID: volID, Namespace: "shop"}) ||
 		string(call.Ciphertext) != "wrapped-by-kms" || call.SessionName != "shop.db-0" || call.Region != "us-east-1" {
 		t.Fatalf("unwrap request %+v", call)
 	}

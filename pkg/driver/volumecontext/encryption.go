@@ -70,6 +70,10 @@ const (
 	// NodeEncryptionWrappedKeyKey holds the wrapped volume key (base64 of
 	// KMS's ciphertext blob); CreateVolume writes it, never a user.
 	NodeEncryptionWrappedKeyKey = "nodeEncryptionWrappedKey"
+	// NodeEncryptionKeyNamespaceKey is the namespace the wrapped key is
+	// bound to by its encryption context (the claim's); CreateVolume writes
+	// it, and a key wrapped without one has none.
+	NodeEncryptionKeyNamespaceKey = "nodeEncryptionKeyNamespace"
 )
 
 // KeySource returns where the key of a volume encrypted on the node comes
@@ -96,6 +100,9 @@ type KMSKey struct {
 	RoleARN string
 	// Wrapped is KMS's ciphertext of the volume key.
 	Wrapped []byte
+	// Namespace is the namespace its encryption context binds it to;
+	// empty for a key bound to its volume only.
+	Namespace string
 }
 
 // KMSKeyOf reads a KMS-sourced volume's key from its volume context. A
@@ -128,17 +135,23 @@ func KMSKeyOf(ctx map[string]string) (KMSKey, error) {
 		return KMSKey{}, fmt.Errorf("%s is not base64 of a KMS ciphertext", NodeEncryptionWrappedKeyKey)
 	}
 	k.Wrapped = b
+	ns, _ := lookupFold(ctx, NodeEncryptionKeyNamespaceKey)
+	k.Namespace = strings.TrimSpace(ns)
 	return k, nil
 }
 
 // VolumeContext renders the key into volume-context entries.
 func (k KMSKey) VolumeContext() map[string]string {
-	return map[string]string{
+	ctx := map[string]string{
 		NodeEncryptionKeySourceKey:  KeySourceKMS,
 		NodeEncryptionKMSKeyIDKey:   k.KeyID,
 		NodeEncryptionRoleARNKey:    k.RoleARN,
 		NodeEncryptionWrappedKeyKey: base64.StdEncoding.EncodeToString(k.Wrapped),
 	}
+	if k.Namespace != "" {
+		ctx[NodeEncryptionKeyNamespaceKey] = k.Namespace
+	}
+	return ctx
 }
 
 // roleARNPattern is an IAM role's ARN in any partition.

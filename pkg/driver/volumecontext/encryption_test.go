@@ -56,6 +56,14 @@ func TestKMSKeyOf(t *testing.T) {
 	if s, _ := KeySource(ctx); s != KeySourceKMS {
 		t.Fatalf("the context's key source is %q", s)
 	}
+	if _, ok := ctx[NodeEncryptionKeyNamespaceKey]; ok || got.Namespace != "" {
+		t.Fatalf("a key bound to its volume only names namespace %q", got.Namespace)
+	}
+	bound := key
+	bound.Namespace = "shop"
+	if got, err := KMSKeyOf(bound.VolumeContext()); err != nil || got.Namespace != "shop" {
+		t.Fatalf("round trip of a key bound to a namespace: %+v, %v", got, err)
+	}
 	for _, tc := range []struct {
 		name, key, value, wantErr string
 	}{
