@@ -68,6 +68,7 @@ func (s *Service) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolume
 		klog.ErrorS(herr, "Could not check the volume's health", "volumeID", req.GetVolumeId(), "path", path)
 		report = health.Report{Notes: []string{"its health could not be checked: " + herr.Error()}}
 	}
+	s.reportRevocation(req.GetVolumeId(), path, &report)
 	logAbnormal(req.GetVolumeId(), report)
 	volumehealth.SetCondition(resp, report)
 	return resp, nil
@@ -105,6 +106,7 @@ func (s *Service) NodeGetVolumeHealth(ctx context.Context, req *csi.NodeGetVolum
 	case err != nil:
 		return nil, status.Errorf(codes.Internal, "health of volume %s: %v", id, err)
 	}
+	s.reportRevocation(id, req.GetVolumePublishPath(), &report)
 	logAbnormal(id, report)
 	return &csi.NodeGetVolumeHealthResponse{VolumeHealth: volumehealth.VolumeHealth(id, report)}, nil
 }

@@ -46,11 +46,16 @@ type authorization struct {
 	readOnly bool
 }
 
-// refusal is the answer STS or KMS gave a token, kept until recheck.
+// refusal is the answer STS or KMS gave a token, kept until recheck; a
+// revocation's is kept, as what the volume's condition reports, until a
+// later token is authorised or the publication goes.
 type refusal struct {
 	digest  [sha256.Size]byte
 	err     error
 	recheck time.Time
+	// revoked: the publication was mounted, so its pod kept its mount
+	// after losing access.
+	revoked bool
 }
 
 // refusalRecheck is how long a refused token's answer is repeated without
@@ -99,13 +104,22 @@ func (u *unlocks) authorize(p publication, staging string, a authorization) {
 
 // refuse records a token's refusal; a publication it authorised before
 // stays (the kubelet keeps the pod's mount, and so does the node).
-func (u *unlocks) refuse(p publication, digest [sha256.Size]byte, err error, now time.Time) {
+func (u *unlocks) refuse(p publication, digest [sha256.Size]byte, err error, now time.Time, revoked bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.refusals[p] = refusal{digest: digest, err: err, recheck: now.Add(refusalRecheck)}
+	u.refusals[p] = refusal{digest: digest, err: err, recheck: now.Add(refusalRecheck), revoked: revoked}
 	if v, ok := u.volumes[p.volumeID]; ok {
 		delete(v.authorized, p.target)
 	}
+}
+
+// revocation is the refusal that revoked a mounted publication's access,
+// while no later token has been authorised for it.
+func (u *unlocks) revocation(p publication) (refusal, bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	r, ok := u.refusals[p]
+	return r, ok && r.revoked
 }
 
 // release forgets a publication and reports the volume's staging path when

@@ -17,6 +17,7 @@ import (
 
 	"github.com/diskplane/diskplane/pkg/cloud/datakeys"
 	"github.com/diskplane/diskplane/pkg/driver/volumecontext"
+	"github.com/diskplane/diskplane/pkg/health"
 	"github.com/diskplane/diskplane/pkg/mounter"
 )
 
@@ -205,10 +206,24 @@ func (s *Service) unlockRefused(pub publication, digest [32]byte, key volumecont
 		call = callRepublish
 	}
 	s.metrics.refusals.WithLabelValues(call, refusedBy).Inc()
-	s.unlocks.refuse(pub, digest, gErr, time.Now())
+	s.unlocks.refuse(pub, digest, gErr, time.Now(), call == callRepublish)
 	klog.InfoS("Pod's unlock refused", "volumeID", pub.volumeID, "targetPath", pub.target, "call", call, "refusedBy", refusedBy,
 		"serviceAccount", who.subject, "role", key.RoleARN, "err", err)
 	return gErr
+}
+
+// reportRevocation adds to a volume's health that the pod published at
+// target lost access to the volume's key while mounted: the kubelet shows
+// the volume condition on the pod, where a refused republish's error alone
+// is easily missed, since the pod keeps running with its mount.
+func (s *Service) reportRevocation(volumeID, target string, r *health.Report) {
+	if target == "" {
+		return
+	}
+	if refused, ok := s.unlocks.revocation(publication{volumeID: volumeID, target: target}); ok {
+		r.Add(health.Degraded, "KeyAccessRevoked", "the pod's access to the volume's key was revoked ("+status.Convert(refused.err).Message()+
+			"); it keeps its mount until it stops: delete the pod to cut it off")
+	}
 }
 
 // publishedAt reports whether something is mounted at a target path.

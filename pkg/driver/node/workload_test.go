@@ -21,6 +21,7 @@ import (
 
 	"github.com/diskplane/diskplane/pkg/cloud/datakeys"
 	"github.com/diskplane/diskplane/pkg/driver/volumecontext"
+	"github.com/diskplane/diskplane/pkg/driver/volumehealth"
 )
 
 const (
@@ -571,5 +572,60 @@ func BenchmarkRepublishAuthorised(b *testing.B) {
 	}
 	if len(u.calls) != 1 {
 		b.Fatalf("%d unwraps", len(u.calls))
+	}
+}
+
+// TestRevocationShowsInTheVolumeCondition: a republish refused while the
+// pod keeps its mount makes the volume's condition abnormal at that target
+// (NodeGetVolumeStats, NodeGetVolumeHealth), naming who refused; another
+// target of the volume stays healthy, and an authorised token clears it.
+func TestRevocationShowsInTheVolumeCondition(t *testing.T) {
+	f := &healthOS{fakeOS: newFakeOS()}
+	f.addVolume(volID, volDev, gib)
+	u := &fakeUnwrapper{refuse: map[string]error{}}
+	s, err := New(Config{Metadata: staticMetadata(testInstance()), Mounter: f, ReservedVolumeAttachments: -1, Unwrapper: u,
+		Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &workloadRig{s: s, f: f.fakeOS, kms: u}
+	r.stage(t)
+	token := podToken("shop", "db-0", "db")
+	for _, path := range []string{target, target2} {
+		if err := r.publish(path, token, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.stats[fakeMapping(volID)] = fsStats
+	condition := func(path string) (abnormal bool, message string) {
+		t.Helper()
+		out, err := s.NodeGetVolumeStats(context.Background(), &csi.NodeGetVolumeStatsRequest{VolumeId: volID, VolumePath: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		abnormal, message, _ = volumehealth.Condition(out)
+		return abnormal, message
+	}
+	if abnormal, msg := condition(target); abnormal {
+		t.Fatalf("before any refusal: %s", msg)
+	}
+	revoked := podToken("shop", "db-0", "db") + "x"
+	u.refuse[revoked] = fmt.Errorf("KMS Decrypt: %w: AccessDeniedException", datakeys.ErrAccessDenied)
+	wantCode(t, r.publish(target, revoked, true), codes.PermissionDenied)
+	if abnormal, msg := condition(target); !abnormal || !strings.Contains(msg, "access to the volume's key was revoked (volume "+volID+": KMS refused role") {
+		t.Fatalf("after a revoked republish: %t %q", abnormal, msg)
+	}
+	if abnormal, msg := condition(target2); abnormal {
+		t.Fatalf("the volume's other publication: %s", msg)
+	}
+	h, err := s.NodeGetVolumeHealth(context.Background(), &csi.NodeGetVolumeHealthRequest{VolumeId: volID, VolumePublishPath: target})
+	if err != nil || len(h.GetVolumeHealth().GetHealthStatuses()) != 1 || h.GetVolumeHealth().GetHealthStatuses()[0].GetReason() != "KeyAccessRevoked" {
+		t.Fatalf("NodeGetVolumeHealth = %v, %v", h, err)
+	}
+	if err := r.publish(target, revoked+"y", true); err != nil {
+		t.Fatal(err)
+	}
+	if abnormal, msg := condition(target); abnormal {
+		t.Fatalf("after access came back: %s", msg)
 	}
 }
