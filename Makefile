@@ -50,7 +50,7 @@ test: deps
 ## test-vm: as root, in a VM with Debian's stock kernel (hack/vm): the node-side root tests (pkg/mounter,
 ## pkg/driver/node, pkg/emulator/disks) with nothing skipped (device-mapper, the NVMe target, online ext4
 ## growth), then csi-sanity and the NVMe scenarios with the VM as the emulator's instance (NVMe devices);
-## VM_PROFILE=ci leaves out csi-sanity's plain mount run on NVMe (hack/vm/README.md)
+## VM_PROFILE=ci leaves out csi-sanity's plain mount and block runs on NVMe (hack/vm/README.md)
 VM_PROFILE ?= full
 .PHONY: test-vm
 test-vm:
@@ -199,6 +199,7 @@ e2e-external: build
 e2e-helm: build
 	E2E_FLAGS='$(E2E_FLAGS)' hack/e2e/incluster.sh helm
 
-## e2e-kustomize: the same with kubectl apply -k hack/e2e/kustomize and kubectl delete -k (no upgrade step)
+## e2e-kustomize: the same with kubectl apply -k hack/e2e/kustomize and kubectl delete -k (no upgrade step);
+## E2E_RUN=<regexp> runs only those tests of tests/e2e (CI: one per sidecar the manifests wire up)
 e2e-kustomize: build
-	E2E_FLAGS='$(E2E_FLAGS)' hack/e2e/incluster.sh kustomize
+	E2E_FLAGS='$(E2E_FLAGS)' E2E_RUN='$(E2E_RUN)' hack/e2e/incluster.sh kustomize

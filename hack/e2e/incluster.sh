@@ -45,7 +45,8 @@
 # (make demo-down removes them), as after make e2e.
 #
 # Settings: see hack/e2e/lib.sh; E2E_FLAGS (go test flags of the suites,
-# default as in the Makefile). Needs root.
+# default as in the Makefile); E2E_RUN (a -run regexp: only those tests of
+# tests/e2e; empty runs them all). Needs root.
 # shellcheck disable=SC2317 # the steps' functions run through step()
 set -euo pipefail
 # Where the emulator links attached volumes: a directory of its own below
@@ -218,7 +219,7 @@ if ((only_install)); then
   finish
 fi
 step installed go_test e2e_install -run '^TestInstalled$' ./tests/e2e/install
-step e2e go_test e2e ./tests/e2e/...
+step e2e go_test e2e ${E2E_RUN:+-run "$E2E_RUN"} ./tests/e2e/...
 if [[ $method == helm ]]; then
   step upgrade go_test e2e_install -run '^TestUpgrade$' ./tests/e2e/install
 fi
