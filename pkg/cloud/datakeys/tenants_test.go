@@ -12,20 +12,11 @@ import (
 	"github.com/diskplane/diskplane/pkg/emulator/kms"
 )
 
-func mustParse(t *testing.T, doc string) *iam.Policy {
-	t.Helper()
-	p, err := iam.ParsePolicy([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // tenantPolicy is what docs/encryption.md gives each tenant's role: Decrypt
 // with any volume key KMS key of the account, only for keys bound to the
 // tenant's namespace.
 func tenantPolicy(t *testing.T, namespace string) *iam.Policy {
-	return mustParse(t, `{"Statement":[{"Effect":"Allow","Action":"kms:Decrypt",
+	return iamtest.Policy(t, `{"Statement":[{"Effect":"Allow","Action":"kms:Decrypt",
 		"Resource":"arn:aws:kms:us-east-1:123456789012:key/*",
 		"Condition":{"StringEquals":{"kms:EncryptionContext:diskplane:namespace":"`+namespace+`"}}}]}`)
 }
@@ -56,7 +47,7 @@ func TestTenantsShareOneKey(t *testing.T) {
 
 func tenantsShareOneKey(t *testing.T, keyID string) {
 	issuer := iamtest.NewIssuer(t, "https://kubernetes.default.svc.cluster.local")
-	ctrlPolicy := mustParse(t, `{"Statement":[{"Effect":"Allow",
+	ctrlPolicy := iamtest.Policy(t, `{"Statement":[{"Effect":"Allow",
 		"Action":["kms:GenerateDataKeyWithoutPlaintext","kms:ReEncrypt*"],"Resource":"*"}]}`)
 	env := emulatortest.Start(t, emulatortest.Options{
 		IAM: iam.Config{
@@ -69,7 +60,7 @@ func tenantsShareOneKey(t *testing.T, keyID string) {
 		},
 		KMS: kms.Config{Keys: []kms.KeySpec{
 			{ID: "shared"}, // KMS's default policy: IAM decides
-			{ID: "stated", Policy: mustParse(t, stated)},
+			{ID: "stated", Policy: iamtest.Policy(t, stated)},
 		}},
 	})
 	ctx := t.Context()

@@ -50,15 +50,15 @@ func start(t *testing.T, dataDir string) *fixture {
 		OIDCProviders: []iam.OIDCProvider{issuer.Provider()},
 		Roles: []iam.Role{
 			{Name: "app", TrustPolicy: issuer.TrustPolicy(account, iamtest.ServiceAccountSubject("shop", "app")),
-				Policies: []*iam.Policy{mustPolicy(t, appIdentityPolicy)}},
+				Policies: []*iam.Policy{iamtest.Policy(t, appIdentityPolicy)}},
 			{Name: "other", TrustPolicy: issuer.TrustPolicy(account, iamtest.ServiceAccountSubject("shop", "other"))},
 			{Name: "denied", TrustPolicy: issuer.TrustPolicy(account, iamtest.ServiceAccountSubject("shop", "denied")),
-				Policies: []*iam.Policy{mustPolicy(t, appIdentityPolicy), mustPolicy(t, deniedIdentityPolicy)}},
+				Policies: []*iam.Policy{iamtest.Policy(t, appIdentityPolicy), iamtest.Policy(t, deniedIdentityPolicy)}},
 		},
 		AccessKeys: []iam.AccessKey{
 			{ID: "CTRL", Secret: "ctrl-secret", Principal: ctrlRole},
 			{ID: "ADMIN", Secret: "admin-secret", Principal: "arn:aws:iam::123456789012:user/admin",
-				Policies: []*iam.Policy{mustPolicy(t, `{"Statement":[{"Effect":"Allow","Action":"kms:*","Resource":"*"}]}`)}},
+				Policies: []*iam.Policy{iamtest.Policy(t, `{"Statement":[{"Effect":"Allow","Action":"kms:*","Resource":"*"}]}`)}},
 			{ID: "ROOT", Secret: "root-secret", Principal: iam.RootARN(account)},
 		},
 	}, nil)
@@ -66,7 +66,7 @@ func start(t *testing.T, dataDir string) *fixture {
 		t.Fatal(err)
 	}
 	keys, err := kms.NewStore(region, account, dataDir, kms.Config{Keys: []kms.KeySpec{
-		{ID: testKeyID, Aliases: []string{"alias/volumes"}, Policy: mustPolicy(t, keyPolicy)},
+		{ID: testKeyID, Aliases: []string{"alias/volumes"}, Policy: iamtest.Policy(t, keyPolicy)},
 		{ID: sharedKeyID, Aliases: []string{"alias/shared"}}, // KMS's default policy: the account's IAM decides
 	}})
 	if err != nil {
@@ -95,15 +95,6 @@ func (f *fixture) session(t *testing.T, role, serviceAccount string) *sdkkms.Cli
 		t.Fatal(err)
 	}
 	return f.client(sess.AccessKeyID, sess.SecretAccessKey, sess.SessionToken)
-}
-
-func mustPolicy(t *testing.T, doc string) *iam.Policy {
-	t.Helper()
-	p, err := iam.ParsePolicy([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func code(err error) string {

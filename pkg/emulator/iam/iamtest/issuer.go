@@ -115,3 +115,14 @@ func randomID() string {
 	_, _ = rand.Read(b)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
+
+// Policy parses a policy document a test declares, failing the test when
+// the emulator would refuse it.
+func Policy(t testing.TB, doc string) *iam.Policy {
+	t.Helper()
+	p, err := iam.ParsePolicy([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
