@@ -137,8 +137,9 @@ func (in *inspection) path(path string) (ok bool, err error) {
 
 // corruptedMount reports a mount point that fails even a stat: a stale
 // mount (ENOTCONN, ESTALE) or a filesystem that answers everything with EIO
-// (XFS shut down after errors, or its device gone); the device behind it is
-// inspected from the mount table.
+// (XFS or ext4 shut down after errors, or its device gone); the errors
+// ext4 recorded and the device behind it are inspected from sysfs and the
+// mount table.
 func (in *inspection) corruptedMount(path string, err error) (bool, error) {
 	mi, mounted := topMount(in.mounts, filepath.Clean(path))
 	if errors.Is(err, unix.EIO) && mounted && blockFilesystem(mi.FsType) {
@@ -151,6 +152,13 @@ func (in *inspection) corruptedMount(path string, err error) (bool, error) {
 	}
 	if !mounted {
 		return true, nil
+	}
+	if strings.HasPrefix(mi.FsType, "ext") {
+		// sysfs still answers for a filesystem that answers nothing: what
+		// ext4 recorded says why it failed.
+		if err := in.ext4Errors(mi); err != nil {
+			return true, err
+		}
 	}
 	_, derr := in.device(devNum{uint32(mi.Major), uint32(mi.Minor)})
 	return true, derr

@@ -259,6 +259,16 @@ func TestVolumeHealthChecks(t *testing.T) {
 			n.statErrs[target] = unix.EIO
 			return []string{target}
 		}, want: []finding{{health.Inaccessible, "FilesystemShutDown"}, {health.Inaccessible, "DeviceGone"}}, message: []string{"xfs_repair"}},
+		{name: "ext4 shut down: its recorded errors are read though every stat fails", setup: func(n *fakeNode) []string {
+			n.disk("loop3", loop, gib, nil)
+			target := n.mountPoint("target")
+			n.mount(target, loop, "ext4", "/dev/loop3", "rw", "rw")
+			n.statErrs[target] = unix.EIO
+			n.write(n.sys("fs", "ext4", "loop3", "errors_count"), "1")
+			n.write(n.sys("fs", "ext4", "loop3", "first_error_errcode"), "2")
+			return []string{target}
+		}, want: []finding{{health.Inaccessible, "FilesystemShutDown"}, {health.Degraded, "FilesystemErrors"}},
+			message: []string{"answers every access with an I/O error", "recorded 1 error(s) (first EIO"}},
 		{name: "SCSI disk counting I/O errors", setup: func(n *fakeNode) []string {
 			n.disk("sdb", sdb, 8*gib, map[string]string{"device/state": "running", "device/ioerr_cnt": "0x3", "device/iotmo_cnt": "0x1"})
 			target := n.mountPoint("target")
