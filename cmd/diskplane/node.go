@@ -23,9 +23,11 @@ import (
 	"github.com/diskplane/diskplane/pkg/cloud/metadata"
 	"github.com/diskplane/diskplane/pkg/driver"
 	"github.com/diskplane/diskplane/pkg/driver/node"
+	"github.com/diskplane/diskplane/pkg/kubeclient"
 	"github.com/diskplane/diskplane/pkg/mounter"
 	"github.com/diskplane/diskplane/pkg/registration"
 	"github.com/diskplane/diskplane/pkg/startuptaint"
+	"github.com/diskplane/diskplane/pkg/tokenplace"
 )
 
 // nodeFlags are the flags that only the node service reads.
@@ -45,7 +47,16 @@ type nodeFlags struct {
 	windowsStateDir           string
 	csiProxyWait              time.Duration
 	tokenAudience             string
+	tokenPlace                string
+	kubeconfig                string
 }
+
+// Values of --workload-identity-tokens.
+const (
+	tokensFromCSIDriver     = "csidriver"
+	tokensInVolumeContext   = "volume-context"
+	tokensInRequestsSecrets = "secrets"
+)
 
 func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.volumeAttachLimit, "volume-attach-limit", -1,
@@ -75,6 +86,11 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 			"never on a real cloud, where a loop device proves nothing about which volume it is")
 	fs.StringVar(&f.tokenAudience, "workload-identity-audience", node.DefaultTokenAudience,
 		"audience of the pod's service-account token the node exchanges at STS to unlock a volume whose key KMS wraps (nodeEncryptionKeySource: kms); the CSIDriver's tokenRequests must ask for it")
+	fs.StringVar(&f.tokenPlace, "workload-identity-tokens", tokensFromCSIDriver,
+		"where the kubelet puts the pods' service-account tokens, the only place the node takes them from: csidriver (as the driver's CSIDriver object's "+
+			"serviceAccountTokenInSecrets says, read through the Kubernetes API), volume-context or secrets (for a node that cannot read it)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "",
+		"kubeconfig of the Kubernetes API the node reads its CSIDriver from, for a plugin run outside a pod; empty: the pod's service account")
 	fs.BoolVar(&f.windowsHostProcess, "windows-host-process", false,
 		"Windows nodes in a HostProcess pod: do csi-proxy's disk, volume and filesystem operations in this process with its v2 library, instead of asking the csi-proxy service over its named pipes")
 	fs.StringVar(&f.windowsStateDir, "windows-state-dir", "",
@@ -111,6 +127,11 @@ func (f *nodeFlags) validate() error {
 	}
 	if strings.TrimSpace(f.tokenAudience) == "" {
 		return errors.New("--workload-identity-audience: want the audience STS expects (sts.amazonaws.com)")
+	}
+	switch f.tokenPlace {
+	case tokensFromCSIDriver, tokensInVolumeContext, tokensInRequestsSecrets:
+	default:
+		return fmt.Errorf("--workload-identity-tokens=%s: want %s, %s or %s", f.tokenPlace, tokensFromCSIDriver, tokensInVolumeContext, tokensInRequestsSecrets)
 	}
 	if f.csiProxyWait <= 0 {
 		return fmt.Errorf("--csi-proxy-wait=%s: want a positive duration", f.csiProxyWait)
@@ -149,6 +170,7 @@ func buildNode(ctx context.Context, opts *options, reg prometheus.Registerer) (c
 	if err != nil {
 		return nil, nil, errors.Join(fmt.Errorf("load the AWS SDK configuration (for STS and KMS): %w", err), closeHost(host))
 	}
+	place, watch := tokenPlace(f, opts.driverName)
 	svc, err := node.New(node.Config{
 		Metadata: func(ctx context.Context) (*metadata.Instance, error) {
 			return metadata.Get(ctx, metadata.Options{Sources: sources})
@@ -158,6 +180,7 @@ func buildNode(ctx context.Context, opts *options, reg prometheus.Registerer) (c
 		ReservedVolumeAttachments: f.reservedVolumeAttachments,
 		Unwrapper:                 datakeys.NewUnwrapper(awsCfg),
 		TokenAudience:             f.tokenAudience,
+		TokenPlace:                place,
 		Registerer:                reg,
 	})
 	if err != nil {
@@ -166,6 +189,9 @@ func buildNode(ctx context.Context, opts *options, reg prometheus.Registerer) (c
 	// Background work stops with ctx; the cleanup waits for it, so the
 	// registration socket is gone before the process exits.
 	var background sync.WaitGroup
+	if watch != nil {
+		background.Go(func() { watch.Run(ctx) })
+	}
 	// Learn the identity now, so a metadata problem shows in the log at
 	// start-up; NodeGetInfo asks again if this fails.
 	background.Go(func() {
@@ -208,6 +234,28 @@ func buildNode(ctx context.Context, opts *options, reg prometheus.Registerer) (c
 		}
 	}
 	return svc, cleanup, nil
+}
+
+// tokenPlace is where the node takes pods' tokens from: as stated by
+// --workload-identity-tokens, or from a watch of the driver's CSIDriver,
+// which the caller runs. Without a Kubernetes client the place cannot be
+// told, and the publishes that need a token say so.
+func tokenPlace(f *nodeFlags, driverName string) (node.TokenPlacer, *tokenplace.Watch) {
+	switch f.tokenPlace {
+	case tokensInVolumeContext:
+		return tokenplace.Fixed(false), nil
+	case tokensInRequestsSecrets:
+		return tokenplace.Fixed(true), nil
+	}
+	client, err := kubeclient.New(f.kubeconfig)
+	if err != nil {
+		klog.V(2).InfoS("No Kubernetes client: volumes unlocked with a pod's token are refused until --kubeconfig or --workload-identity-tokens says where the kubelet puts them",
+			"err", err)
+		return tokenplace.Unreadable{Err: fmt.Errorf("%w (a node outside a pod needs --kubeconfig, or --workload-identity-tokens=%s or %s)",
+			err, tokensInVolumeContext, tokensInRequestsSecrets)}, nil
+	}
+	w := tokenplace.NewWatch(client, driverName)
+	return w, w
 }
 
 // waitForEndpoint waits until the plugin's own CSI endpoint accepts

@@ -148,7 +148,7 @@ e2e_driver_up() {
   read -r -a extra <<<"${PLUGIN_ARGS:-}"
   "$lc_here/driver.sh" up "$e2e_diskplane" --mode=all --driver-name="$DRIVER_NAME" \
     --endpoint="unix://$e2e_socket" --kubelet-registration-path="$e2e_socket" \
-    --device-link-dir="$e2e_links" --emulator-loop-devices -v=4 "${extra[@]}"
+    --device-link-dir="$e2e_links" --emulator-loop-devices --kubeconfig="$lc_kubeconfig" -v=4 "${extra[@]}"
   lc_wait "driver $DRIVER_NAME registered on the node" 60 e2e_driver_registered ||
     lc_die "the kubelet did not register $DRIVER_NAME; see $lc_logs/driver-plugin.log"
 }

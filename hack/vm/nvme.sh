@@ -21,8 +21,10 @@
 #                        csi-sanity on loop devices (every spec, both access
 #                        types) do not also cover, and cost 5 minutes
 #   VM_KUBECONFIG=path   a kubeconfig of the local cluster (hack/vm/identity.sh):
-#                        the VM reaches its API server for real tokens, and
-#                        the tests that need it must run (no skip)
+#                        the VM reaches its API server for real tokens, the
+#                        node plugin (named vm-identity.csi.diskplane.io)
+#                        reads its CSIDriver there, and the tests that need
+#                        it must run (no skip)
 set -euo pipefail
 # Two CPUs: the node plugin, the guest agent, csi-sanity and the kernel's
 # work run at once (software emulation runs each CPU on a host core).
@@ -53,12 +55,14 @@ vm_log "building the plugin, the emulator and the tests (static)"
 )
 
 run_filter=${VM_NVME_RUN:-}
+vm_driver_name=vm-identity.csi.diskplane.io
 case ${VM_PROFILE:=full} in
   full) sanity_access="mount block" ;;
   ci) sanity_access="" ;;
   *) vm_die "VM_PROFILE must be full or ci, not $VM_PROFILE" ;;
 esac
 cluster_env=""
+node_cluster_args=""
 if [[ -n ${VM_KUBECONFIG:-} ]]; then
   # The VM reaches the host's API server at 10.0.2.2; its certificate names
   # localhost. The copy holds the cluster's admin credentials: mode 0600,
@@ -66,7 +70,11 @@ if [[ -n ${VM_KUBECONFIG:-} ]]; then
   install -m 0600 "$VM_KUBECONFIG" "$out/kubeconfig"
   cluster=$(kubectl --kubeconfig="$out/kubeconfig" config view -o jsonpath='{.contexts[0].context.cluster}')
   kubectl --kubeconfig="$out/kubeconfig" config set-cluster "$cluster" --server=https://10.0.2.2:6443 --tls-server-name=localhost >/dev/null
-  cluster_env="export DISKPLANE_VM_KUBECONFIG=$guest_out/kubeconfig DISKPLANE_REQUIRE_CLUSTER_TESTS=1"
+  cluster_env="export DISKPLANE_VM_KUBECONFIG=$guest_out/kubeconfig DISKPLANE_REQUIRE_CLUSTER_TESTS=1 DISKPLANE_VM_DRIVER_NAME=$vm_driver_name"
+  # The node plugin reads where the kubelet puts tokens from a CSIDriver of
+  # its own name, which the test creates and changes (the cluster's
+  # Diskplane, if any, keeps its own).
+  node_cluster_args="--kubeconfig=$guest_out/kubeconfig --driver-name=$vm_driver_name"
 fi
 cat >"$out/guest.sh" <<EOF
 # written by hack/vm/nvme.sh; runs in the node VM
@@ -79,7 +87,7 @@ export AWS_EC2_METADATA_SERVICE_ENDPOINT=http://10.0.2.2:$imds_port AWS_REGION=u
 export AWS_ENDPOINT_URL_STS=http://10.0.2.2:$ec2_port AWS_ENDPOINT_URL_KMS=http://10.0.2.2:$ec2_port
 # LUKS2 headers at Argon2id's least fixed cost (no benchmark when formatting, a cheap
 # open): csi-sanity formats dozens, and the derivation is not what it tests.
-$guest_out/bin/diskplane --mode=node --endpoint=unix:///run/diskplane/csi.sock --http-endpoint=127.0.0.1:3302 --luks-pbkdf-iterations=4 --luks-pbkdf-memory=8192 -v=4 >\$logs/node.log 2>&1 &
+$guest_out/bin/diskplane --mode=node --endpoint=unix:///run/diskplane/csi.sock --http-endpoint=127.0.0.1:3302 --luks-pbkdf-iterations=4 --luks-pbkdf-memory=8192 $node_cluster_args -v=4 >\$logs/node.log 2>&1 &
 node=\$!
 export DISKPLANE_VM_NODE=unix:///run/diskplane/csi.sock DISKPLANE_VM_CONTROLLER=10.0.2.2:$ctrl_port
 export DISKPLANE_VM_ADMIN=http://10.0.2.2:$admin_port DISKPLANE_VM_NODE_METRICS=http://127.0.0.1:3302/metrics DISKPLANE_REQUIRE_ROOT_TESTS=1

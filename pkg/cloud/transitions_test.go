@@ -477,7 +477,11 @@ func TestWaitsTimeTheChangeFromTheSend(t *testing.T) {
 	awsCfg := awsConfig(env)
 	awsCfg.APIOptions = append(awsCfg.APIOptions, holdBackCreates(&hold))
 	cfg := testConfig()
-	cfg.PollGrid = 50 * time.Millisecond
+	// A grid step longer than a loaded machine delays the emulator's own
+	// transition (CI's make test once saw a third look at 50 ms); a wait
+	// that timed the change from before the hold would still look five
+	// times or more.
+	cfg.PollGrid = 200 * time.Millisecond
 	cl, err := NewFromAWSConfig(awsCfg, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -233,9 +233,11 @@ func TestDefaultRBAC(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "patch"}},
 		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csinodes"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattachments"}, Verbs: []string{"list"}},
+		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers"}, ResourceNames: []string{"ebs.csi.diskplane.io"},
+			Verbs: []string{"get", "list", "watch"}},
 	}
 	if !slices.EqualFunc(node.Rules, want, ruleEqual) {
-		t.Errorf("node rules %+v, want only get and patch on nodes, get on csinodes and list on volumeattachments", node.Rules)
+		t.Errorf("node rules %+v, want only get and patch on nodes, get on csinodes, list on volumeattachments and reading its own CSIDriver", node.Rules)
 	}
 	// Every controller sidecar role is bound to the controller's account,
 	// and nothing grants anything to the node's account but its own role.
@@ -262,7 +264,8 @@ func TestDefaultRBAC(t *testing.T) {
 }
 
 func ruleEqual(a, b rbacv1.PolicyRule) bool {
-	return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) && slices.Equal(a.Verbs, b.Verbs)
+	return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) && slices.Equal(a.Verbs, b.Verbs) &&
+		slices.Equal(a.ResourceNames, b.ResourceNames)
 }
 
 func TestDefaultCSIDriver(t *testing.T) {

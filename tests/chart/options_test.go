@@ -253,9 +253,11 @@ node:
 			values: "node: {startupTaint: {remove: false}, preStopHook: {enabled: false}}\n",
 			check: func(t *testing.T, m *manifest) {
 				role := decode[rbacv1.ClusterRole](m, m.get("ClusterRole", "diskplane-node"))
-				want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}}}
+				want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+					{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers"}, ResourceNames: []string{"ebs.csi.diskplane.io"},
+						Verbs: []string{"get", "list", "watch"}}}
 				if !slices.EqualFunc(role.Rules, want, ruleEqual) {
-					t.Errorf("node role %+v, want only get on nodes", role.Rules)
+					t.Errorf("node role %+v, want only get on nodes and reading its own CSIDriver", role.Rules)
 				}
 				if m.find("ValidatingAdmissionPolicy", "diskplane-node-startup-taint") != nil {
 					t.Error("policy rendered without the permission it guards")
@@ -286,6 +288,12 @@ node: {serviceAccount: {name: ebs-node}}
 				text := strings.Join(policyExpressions(t, m.get("ValidatingAdmissionPolicy", "diskplane-node-startup-taint").Object), "\n")
 				if !strings.Contains(text, `"ebs.csi.aws.com/agent-not-ready"`) || !strings.Contains(text, "system:serviceaccount:kube-system:ebs-node") {
 					t.Errorf("policy does not follow the names:\n%s", text)
+				}
+				role := decode[rbacv1.ClusterRole](m, m.get("ClusterRole", "diskplane-node"))
+				if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+					return slices.Equal(r.Resources, []string{"csidrivers"}) && slices.Equal(r.ResourceNames, []string{"ebs.csi.aws.com"})
+				}) {
+					t.Errorf("the node may not read its CSIDriver ebs.csi.aws.com: %+v", role.Rules)
 				}
 			},
 		},

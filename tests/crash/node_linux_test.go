@@ -92,7 +92,7 @@ func (l layout) stageSecrets() map[string]string {
 }
 
 // publishSecrets carry the pod's token, as the kubelet passes it with
-// the CSIDriver's tokenRequests.
+// the CSIDriver's tokenRequests and serviceAccountTokenInSecrets.
 func (l layout) publishSecrets() map[string]string {
 	if !l.kms {
 		return nil

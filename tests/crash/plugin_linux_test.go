@@ -26,6 +26,7 @@ import (
 	"github.com/diskplane/diskplane/pkg/cloud/metadata"
 	"github.com/diskplane/diskplane/pkg/driver/node"
 	"github.com/diskplane/diskplane/pkg/mounter"
+	"github.com/diskplane/diskplane/pkg/tokenplace"
 )
 
 // pluginConfigEnv names the file that makes this test binary the node
@@ -83,6 +84,8 @@ func servePlugin(path string) error {
 		},
 		Mounter:   m,
 		Unwrapper: fixedKey{},
+		// The harness's kubelet passes the tokens in the secrets.
+		TokenPlace: tokenplace.Fixed(true),
 	})
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +21,8 @@ import (
 	"google.golang.org/grpc/status"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -92,6 +95,37 @@ func newCluster(t *testing.T) *cluster {
 		c.pods[sa] = pod
 	}
 	return c
+}
+
+// setTokenPlace makes the node plugin's CSIDriver (its own name, which
+// hack/vm/nvme.sh gives it) ask for tokens for STS's audience, passed in
+// the request's secrets or its volume context, as an operator sets it;
+// the test's end deletes it.
+func (c *cluster) setTokenPlace(inSecrets bool) {
+	c.t.Helper()
+	name := os.Getenv("DISKPLANE_VM_DRIVER_NAME")
+	if name == "" {
+		c.t.Fatal("DISKPLANE_VM_DRIVER_NAME is not set: run make test-vm-identity")
+	}
+	drivers := c.client.StorageV1().CSIDrivers()
+	spec := storagev1.CSIDriverSpec{AttachRequired: new(true), PodInfoOnMount: new(true), RequiresRepublish: new(true),
+		TokenRequests: []storagev1.TokenRequest{{Audience: audience}}, ServiceAccountTokenInSecrets: new(inSecrets)}
+	d, err := drivers.Get(context.Background(), name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = drivers.Create(context.Background(), &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
+		c.t.Cleanup(func() {
+			if err := drivers.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+				c.t.Errorf("delete CSIDriver %s: %v", name, err)
+			}
+		})
+	case err == nil:
+		d.Spec.ServiceAccountTokenInSecrets = new(inSecrets)
+		_, err = drivers.Update(context.Background(), d, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		c.t.Fatalf("CSIDriver %s: %v", name, err)
+	}
 }
 
 // token requests a token of serviceAccount's pod for STS's audience, as
@@ -191,7 +225,9 @@ func sample(t *testing.T, url, name string, labels ...string) float64 {
 // the LUKS2 volume. A pod of a service account the role does not trust is
 // refused by STS; a pod whose role the key policy stops naming is refused
 // by KMS at its next republish, keeping its mount; the last unpublish
-// closes the volume.
+// closes the volume. The node takes tokens only from where the plugin's
+// CSIDriver says the kubelet puts them, following it as it changes: the db
+// pod's token planted in the web pod's other field unlocks nothing.
 func TestWorkloadIdentity(t *testing.T) {
 	r := newRig(t)
 	c := newCluster(t)
@@ -251,25 +287,47 @@ func TestWorkloadIdentity(t *testing.T) {
 	if _, err := os.Lstat(mapping); !os.IsNotExist(err) {
 		t.Fatalf("stage opened the volume (%v): it has no token", err)
 	}
-	publish := func(target, tokens string, inSecrets bool) error {
+	// publishWith publishes at target with tokens in the request's secrets
+	// and in its volume context ("": none): the kubelet fills one, as the
+	// CSIDriver says, and someone else may have put the other there.
+	publishWith := func(target, inSecrets, inContext string) error {
 		req := &csi.NodePublishVolumeRequest{VolumeId: v.id, StagingTargetPath: staging, TargetPath: target,
-			VolumeCapability: mountCap, PublishContext: v.publish, VolumeContext: map[string]string{}}
-		for k, val := range vc {
-			req.VolumeContext[k] = val
+			VolumeCapability: mountCap, PublishContext: v.publish, VolumeContext: maps.Clone(vc)}
+		if inSecrets != "" {
+			req.Secrets = map[string]string{volumecontext.ServiceAccountTokensKey: inSecrets}
 		}
-		if inSecrets {
-			req.Secrets = map[string]string{volumecontext.ServiceAccountTokensKey: tokens}
-		} else {
-			req.VolumeContext[volumecontext.ServiceAccountTokensKey] = tokens
+		if inContext != "" {
+			req.VolumeContext[volumecontext.ServiceAccountTokensKey] = inContext
 		}
 		_, err := r.node.NodePublishVolume(ctx(t), req)
 		return err
 	}
+	publish := func(target, tokens string, inSecrets bool) error {
+		if inSecrets {
+			return publishWith(target, tokens, "")
+		}
+		return publishWith(target, "", tokens)
+	}
+	// afterTheNodeFollows retries a publish while the node plugin has not
+	// seen the CSIDriver's latest setting (its watch follows within moments).
+	afterTheNodeFollows := func(publish func() error) error {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := publish()
+			behind := status.Code(err) == codes.Unavailable ||
+				status.Code(err) == codes.InvalidArgument && strings.Contains(err.Error(), "the kubelet passed none in the request's")
+			if !behind || time.Now().After(deadline) {
+				return err
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 	dbTarget, webTarget := filepath.Join(r.dir, "pods", "db-0", "mount"), filepath.Join(r.dir, "pods", "web-0", "mount")
 
+	c.setTokenPlace(true)
 	dbToken := c.token("db")
 	started := time.Now()
-	if err := publish(dbTarget, dbToken, true); err != nil {
+	if err := afterTheNodeFollows(func() error { return publish(dbTarget, dbToken, true) }); err != nil {
 		t.Fatalf("the db pod's publish: %v", err)
 	}
 	t.Logf("first publish (STS, KMS, LUKS2 format and open, mkfs, mounts) took %s", time.Since(started))
@@ -297,10 +355,12 @@ func TestWorkloadIdentity(t *testing.T) {
 	}
 
 	// A pod of another service account, on the same node as the open
-	// volume: STS refuses its role; it gets nothing.
-	err = publish(webTarget, c.token("web"), false)
+	// volume, with the db pod's token planted in its volume context (where
+	// the kubelet does not put tokens now): the node takes the web pod's
+	// own token from the secrets, STS refuses its role, and it gets nothing.
+	err = publishWith(webTarget, c.token("web"), c.token("db"))
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "STS refused") {
-		t.Fatalf("the web pod's publish: %v", err)
+		t.Fatalf("the web pod's publish with the db pod's token planted in its volume context: %v", err)
 	}
 	if got := mountedDevice(t, webTarget); got != "" {
 		t.Fatalf("the web pod got the volume: %s", got)
@@ -322,11 +382,20 @@ func TestWorkloadIdentity(t *testing.T) {
 		t.Fatalf("the node counted %v revoked republishes", n)
 	}
 
-	// Access restored: a new token (in the volume context, as kubelets
-	// before serviceAccountTokenInSecrets pass it) is authorised again.
+	// Access restored, and the CSIDriver turned to the volume context (as
+	// before Kubernetes 1.35): a new token there is authorised again, and
+	// the db pod's token planted in the web pod's secrets is ignored.
 	setKeyPolicy(true)
-	if err := publish(dbTarget, c.token("db"), false); err != nil {
+	c.setTokenPlace(false)
+	if err := afterTheNodeFollows(func() error { return publish(dbTarget, c.token("db"), false) }); err != nil {
 		t.Fatalf("after the access came back: %v", err)
+	}
+	err = publishWith(webTarget, c.token("db"), c.token("web"))
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "STS refused") {
+		t.Fatalf("the web pod's publish with the db pod's token planted in its secrets: %v", err)
+	}
+	if got := mountedDevice(t, webTarget); got != "" {
+		t.Fatalf("the web pod got the volume: %s", got)
 	}
 
 	// The last unpublish closes the volume.

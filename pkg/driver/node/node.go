@@ -65,9 +65,28 @@ type Config struct {
 	// TokenAudience is the audience of the pod token exchanged at STS;
 	// empty means DefaultTokenAudience.
 	TokenAudience string
+	// TokenPlace tells where the kubelet puts pods' tokens (the driver's
+	// CSIDriver object says); nil means the volume context, Kubernetes'
+	// default.
+	TokenPlace TokenPlacer
 	// Registerer receives the node's metrics; nil registers none.
 	Registerer prometheus.Registerer
 }
+
+// TokenPlacer tells where the kubelet puts a pod's service-account tokens
+// in NodePublishVolume: the node takes them from there only, since the
+// other field is filled from objects others may write.
+type TokenPlacer interface {
+	// TokensInSecrets reports whether the tokens are in the request's
+	// secrets (else in its volume context); an error means the place cannot
+	// be told now.
+	TokensInSecrets(ctx context.Context) (bool, error)
+}
+
+// tokensInVolumeContext is the kubelet's default place.
+type tokensInVolumeContext struct{}
+
+func (tokensInVolumeContext) TokensInSecrets(context.Context) (bool, error) { return false, nil }
 
 // Service is the CSI Node service.
 type Service struct {
@@ -80,10 +99,11 @@ type Service struct {
 	reserved int
 	inFlight inflight.Set
 
-	unwrapper datakeys.Unwrapper
-	audience  string
-	unlocks   *unlocks
-	metrics   *unlockMetrics
+	unwrapper  datakeys.Unwrapper
+	audience   string
+	tokenPlace TokenPlacer
+	unlocks    *unlocks
+	metrics    *unlockMetrics
 
 	mu       sync.Mutex
 	instance *metadata.Instance // nil until Metadata answered
@@ -105,16 +125,21 @@ func New(cfg Config) (*Service, error) {
 	if audience == "" {
 		audience = DefaultTokenAudience
 	}
+	tokenPlace := cfg.TokenPlace
+	if tokenPlace == nil {
+		tokenPlace = tokensInVolumeContext{}
+	}
 	return &Service{
-		os:        cfg.Mounter,
-		platform:  cfg.Mounter.Platform(),
-		metadata:  cfg.Metadata,
-		attach:    cfg.VolumeAttachLimit,
-		reserved:  cfg.ReservedVolumeAttachments,
-		unwrapper: cfg.Unwrapper,
-		audience:  audience,
-		unlocks:   newUnlocks(),
-		metrics:   metrics,
+		os:         cfg.Mounter,
+		platform:   cfg.Mounter.Platform(),
+		metadata:   cfg.Metadata,
+		attach:     cfg.VolumeAttachLimit,
+		reserved:   cfg.ReservedVolumeAttachments,
+		unwrapper:  cfg.Unwrapper,
+		audience:   audience,
+		tokenPlace: tokenPlace,
+		unlocks:    newUnlocks(),
+		metrics:    metrics,
 	}, nil
 }
 

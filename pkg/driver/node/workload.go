@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"time"
@@ -110,13 +111,9 @@ func (s *Service) unlockForPublish(ctx context.Context, req *csi.NodePublishVolu
 	if err != nil {
 		return false, nil, status.Errorf(codes.InvalidArgument, "volume %s: %v", volumeID, err)
 	}
-	tok, err := volumecontext.ServiceAccountTokenFor(req.GetSecrets(), vc, s.audience)
-	if errors.Is(err, volumecontext.ErrNoServiceAccountTokens) {
-		return false, nil, status.Errorf(codes.InvalidArgument, "volume %s's key is in KMS and is unlocked with the pod's service-account token, "+
-			"but the kubelet passed none: the CSIDriver object needs tokenRequests with audience %q (the chart's csiDriver.workloadIdentity.enabled)", volumeID, s.audience)
-	}
+	tok, err := s.podToken(ctx, req)
 	if err != nil {
-		return false, nil, status.Errorf(codes.InvalidArgument, "volume %s: %v", volumeID, err)
+		return false, nil, err
 	}
 	pub := publication{volumeID: volumeID, target: target}
 	digest := tokenDigest(tok.Token)
@@ -140,7 +137,7 @@ func (s *Service) unlockForPublish(ctx context.Context, req *csi.NodePublishVolu
 	}
 	defer wipe(plain)
 	klog.V(2).InfoS("Pod authorised to unlock volume", "volumeID", volumeID, "targetPath", target, "serviceAccount", who.subject,
-		"role", key.RoleARN, "tokenFrom", tokenSource(tok))
+		"role", key.RoleARN, "tokenFrom", tok.Place.String())
 
 	if err := s.openUnlocked(ctx, req, plain); err != nil {
 		return false, nil, unlockedContext(err, who, tok)
@@ -149,6 +146,48 @@ func (s *Service) unlockForPublish(ctx context.Context, req *csi.NodePublishVolu
 		s.unlocks.authorize(pub, staging, authorization{digest: digest, expires: authorisedUntil(tok.Expiration, who), readOnly: readOnly})
 	}, nil
 }
+
+// podToken returns the publishing pod's token from where the kubelet puts
+// it, as the driver's CSIDriver says; tokens found in the request's other
+// field were put there by someone else (a user's node-publish Secret) and
+// are ignored, with a line in the log that says so.
+func (s *Service) podToken(ctx context.Context, req *csi.NodePublishVolumeRequest) (volumecontext.ServiceAccountToken, error) {
+	volumeID, secrets, vc := req.GetVolumeId(), req.GetSecrets(), req.GetVolumeContext()
+	ctx, cancel := context.WithTimeout(ctx, tokenPlaceWait)
+	defer cancel()
+	inSecrets, err := s.tokenPlace.TokensInSecrets(ctx)
+	if err != nil {
+		return volumecontext.ServiceAccountToken{}, status.Errorf(codes.Unavailable,
+			"volume %s's key is in KMS and is unlocked with the pod's service-account token, but where the kubelet puts it cannot be told: %v", volumeID, err)
+	}
+	place := volumecontext.TokensInVolumeContext
+	if inSecrets {
+		place = volumecontext.TokensInSecrets
+	}
+	elsewhere := volumecontext.TokensElsewhere(secrets, vc, place)
+	if elsewhere {
+		klog.InfoS("Ignoring service-account tokens in a field of the request where the kubelet does not put them", "volumeID", volumeID,
+			"targetPath", req.GetTargetPath(), "kubeletPutsThemIn", place.String(), "ignoredIn", place.Other().String())
+	}
+	tok, err := volumecontext.ServiceAccountTokenFor(secrets, vc, s.audience, place)
+	switch {
+	case errors.Is(err, volumecontext.ErrNoServiceAccountTokens):
+		msg := fmt.Sprintf("volume %s's key is in KMS and is unlocked with the pod's service-account token, but the kubelet passed none in the "+
+			"request's %s: the CSIDriver object needs tokenRequests with audience %q (the chart's csiDriver.workloadIdentity.enabled)", volumeID, place, s.audience)
+		if elsewhere {
+			msg += fmt.Sprintf("; the tokens in its %s are not the kubelet's (the CSIDriver's serviceAccountTokenInSecrets is %t) and were ignored",
+				place.Other(), inSecrets)
+		}
+		return tok, status.Error(codes.InvalidArgument, msg)
+	case err != nil:
+		return tok, status.Errorf(codes.InvalidArgument, "volume %s: %v", volumeID, err)
+	}
+	return tok, nil
+}
+
+// tokenPlaceWait bounds the wait for the CSIDriver's first read (the node
+// plugin just started): the kubelet retries a publish that fails.
+const tokenPlaceWait = 15 * time.Second
 
 // openUnlocked makes an authorised volume's mapping open on its verified
 // device (formatting a blank device with the unwrapped key), grown to its
@@ -340,18 +379,10 @@ func (t tokenIdentity) sessionName(volumeID string) string {
 	return name[:min(len(name), 64)]
 }
 
-// tokenSource says where the kubelet put the token.
-func tokenSource(t volumecontext.ServiceAccountToken) string {
-	if t.InSecrets {
-		return "secrets"
-	}
-	return "volume context"
-}
-
 // unlockedContext adds to an error that came after STS and KMS authorised
 // the publication who it was authorised for and where the kubelet put the
 // token, for the event on the pod: the unlock itself went through.
 func unlockedContext(err error, who tokenIdentity, tok volumecontext.ServiceAccountToken) error {
 	st := status.Convert(err)
-	return status.Errorf(st.Code(), "%s (the key was unlocked for %s, its token from the request's %s)", st.Message(), who.subject, tokenSource(tok))
+	return status.Errorf(st.Code(), "%s (the key was unlocked for %s, its token from the request's %s)", st.Message(), who.subject, tok.Place)
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -56,9 +57,9 @@ func TestUnlockThroughSTSAndKMS(t *testing.T) {
 	}
 	publish := func(path, serviceAccount, pod string) error {
 		req := publishReq(mountCap("ext4"))
-		req.TargetPath, req.VolumeContext = path, vc
+		req.TargetPath, req.VolumeContext = path, maps.Clone(vc)
 		token := issuer.Token(t, iamtest.ServiceAccountSubject("shop", serviceAccount), "sts.amazonaws.com", time.Hour, "shop", pod)
-		req.Secrets = map[string]string{volumecontext.ServiceAccountTokensKey: tokensJSON(token, time.Now().Add(time.Hour))}
+		req.VolumeContext[volumecontext.ServiceAccountTokensKey] = tokensJSON(token, time.Now().Add(time.Hour))
 		_, err := s.NodePublishVolume(context.Background(), req)
 		return err
 	}

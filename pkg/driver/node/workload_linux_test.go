@@ -4,6 +4,7 @@ package node_test
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,9 +86,11 @@ func (n *kmsNode) keyed(v volume) volume {
 func (n *kmsNode) publishAs(v volume, staging, target, serviceAccount string) error {
 	token := n.issuer.Token(n.t, iamtest.ServiceAccountSubject("shop", serviceAccount), "sts.amazonaws.com", time.Hour, "shop", serviceAccount+"-0")
 	tokens, _ := json.Marshal(map[string]any{"sts.amazonaws.com": map[string]string{"token": token, "expirationTimestamp": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}})
+	vc := maps.Clone(v.Context)
+	vc[volumecontext.ServiceAccountTokensKey] = string(tokens)
 	_, err := n.svc.NodePublishVolume(n.t.Context(), &csi.NodePublishVolumeRequest{VolumeId: v.ID, StagingTargetPath: staging,
 		TargetPath: target, VolumeCapability: mountCapability("ext4"), PublishContext: map[string]string{"devicePath": v.DevicePath},
-		VolumeContext: v.Context, Secrets: map[string]string{volumecontext.ServiceAccountTokensKey: string(tokens)}})
+		VolumeContext: vc})
 	return err
 }
 

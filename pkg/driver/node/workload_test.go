@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -94,9 +95,30 @@ func kmsContext() map[string]string {
 }
 
 type workloadRig struct {
-	s   *Service
-	f   *fakeOS
-	kms *fakeUnwrapper
+	s     *Service
+	f     *fakeOS
+	kms   *fakeUnwrapper
+	place *testPlace
+}
+
+// testPlace is where the kubelet puts tokens as a test sets it, as an
+// operator edits the CSIDriver.
+type testPlace struct {
+	mu        sync.Mutex
+	inSecrets bool
+	err       error
+}
+
+func (p *testPlace) TokensInSecrets(context.Context) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inSecrets, p.err
+}
+
+func (p *testPlace) set(inSecrets bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inSecrets, p.err = inSecrets, err
 }
 
 func newWorkloadRig(t *testing.T) *workloadRig {
@@ -104,17 +126,20 @@ func newWorkloadRig(t *testing.T) *workloadRig {
 	f := newFakeOS()
 	f.addVolume(volID, volDev, gib)
 	u := &fakeUnwrapper{refuse: map[string]error{}}
+	place := &testPlace{inSecrets: true}
 	s, err := New(Config{Metadata: staticMetadata(testInstance()), Mounter: f, ReservedVolumeAttachments: -1,
-		Unwrapper: u, Registerer: prometheus.NewRegistry()})
+		Unwrapper: u, TokenPlace: place, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &workloadRig{s: s, f: f, kms: u}
+	return &workloadRig{s: s, f: f, kms: u, place: place}
 }
 
 // publish publishes the volume at path with token, in the request's
-// secrets (as with serviceAccountTokenInSecrets) or its volume context.
+// secrets (as with serviceAccountTokenInSecrets) or its volume context,
+// where the rig's CSIDriver then says the kubelet puts them.
 func (r *workloadRig) publish(path, token string, inSecrets bool) error {
+	r.place.set(inSecrets, nil)
 	req := publishReq(mountCap("ext4"))
 	req.TargetPath = path
 	req.VolumeContext = kmsContext()
@@ -498,7 +523,7 @@ func TestRestartedPluginAuthorisesAgain(t *testing.T) {
 	if err := r.publish(target, token, true); err != nil {
 		t.Fatal(err)
 	}
-	restarted, err := New(Config{Metadata: staticMetadata(testInstance()), Mounter: r.f, ReservedVolumeAttachments: -1, Unwrapper: r.kms})
+	restarted, err := New(Config{Metadata: staticMetadata(testInstance()), Mounter: r.f, ReservedVolumeAttachments: -1, Unwrapper: r.kms, TokenPlace: r.place})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +536,7 @@ func TestRestartedPluginAuthorisesAgain(t *testing.T) {
 		t.Fatalf("after a restart: %d unwraps, calls %q", r.kms.count(), r.changes()[before:])
 	}
 	// Without an unwrapper, a node refuses such volumes.
-	plain, err := New(Config{Metadata: staticMetadata(testInstance()), Mounter: r.f, ReservedVolumeAttachments: -1})
+	plain, err := New(Config{Metadata: staticMetadata(testInstance()), Mounter: r.f, ReservedVolumeAttachments: -1, TokenPlace: r.place})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -583,12 +608,13 @@ func TestRevocationShowsInTheVolumeCondition(t *testing.T) {
 	f := &healthOS{fakeOS: newFakeOS()}
 	f.addVolume(volID, volDev, gib)
 	u := &fakeUnwrapper{refuse: map[string]error{}}
+	place := &testPlace{inSecrets: true}
 	s, err := New(Config{Metadata: staticMetadata(testInstance()), Mounter: f, ReservedVolumeAttachments: -1, Unwrapper: u,
-		Registerer: prometheus.NewRegistry()})
+		TokenPlace: place, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &workloadRig{s: s, f: f.fakeOS, kms: u}
+	r := &workloadRig{s: s, f: f.fakeOS, kms: u, place: place}
 	r.stage(t)
 	token := podToken("shop", "db-0", "db")
 	for _, path := range []string{target, target2} {
@@ -627,5 +653,62 @@ func TestRevocationShowsInTheVolumeCondition(t *testing.T) {
 	}
 	if abnormal, msg := condition(target); abnormal {
 		t.Fatalf("after access came back: %s", msg)
+	}
+}
+
+// TestTokensOnlyFromWhereTheKubeletPutsThem: the node unlocks with the
+// token in the field of the request the CSIDriver says the kubelet fills,
+// and ignores one in the other field, which a user's node-publish Secret
+// (or an edited PersistentVolume) could have put there.
+func TestTokensOnlyFromWhereTheKubeletPutsThem(t *testing.T) {
+	pod, planted := podToken("shop", "db-0", "db"), podToken("bank", "ledger-0", "ledger")
+	tests := []struct {
+		name              string
+		inSecrets         bool
+		placeErr          error
+		secrets, vcTokens string // tokens in each field ("": none)
+		wantToken         string // what KMS was asked with ("": nothing asked)
+		wantCode          codes.Code
+		wantMessage       string
+	}{
+		{name: "volume context, a token planted in the secrets", vcTokens: pod, secrets: planted, wantToken: pod},
+		{name: "secrets, a token planted in the volume context", inSecrets: true, secrets: pod, vcTokens: planted, wantToken: pod},
+		{name: "volume context, only a planted token in the secrets", secrets: planted, wantCode: codes.InvalidArgument,
+			wantMessage: "passed none in the request's volume context: the CSIDriver object needs tokenRequests with audience \"sts.amazonaws.com\" (the chart's csiDriver.workloadIdentity.enabled); the tokens in its secrets are not the kubelet's (the CSIDriver's serviceAccountTokenInSecrets is false) and were ignored"},
+		{name: "secrets, only a planted token in the volume context", inSecrets: true, vcTokens: planted, wantCode: codes.InvalidArgument,
+			wantMessage: "the tokens in its volume context are not the kubelet's (the CSIDriver's serviceAccountTokenInSecrets is true)"},
+		{name: "the CSIDriver not read yet", placeErr: errors.New("the CSIDriver ebs.csi.diskplane.io has not been read"), vcTokens: pod,
+			wantCode: codes.Unavailable, wantMessage: "where the kubelet puts it cannot be told: the CSIDriver ebs.csi.diskplane.io has not been read"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newWorkloadRig(t)
+			r.stage(t)
+			r.place.set(tc.inSecrets, tc.placeErr)
+			req := publishReq(mountCap("ext4"))
+			req.VolumeContext = kmsContext()
+			if tc.secrets != "" {
+				req.Secrets = map[string]string{volumecontext.ServiceAccountTokensKey: tokensJSON(tc.secrets, time.Now().Add(time.Hour))}
+			}
+			if tc.vcTokens != "" {
+				req.VolumeContext[volumecontext.ServiceAccountTokensKey] = tokensJSON(tc.vcTokens, time.Now().Add(time.Hour))
+			}
+			before := len(r.changes())
+			_, err := r.s.NodePublishVolume(context.Background(), req)
+			wantCode(t, err, tc.wantCode)
+			if !strings.Contains(status.Convert(err).Message(), tc.wantMessage) {
+				t.Fatalf("message %q lacks %q", status.Convert(err).Message(), tc.wantMessage)
+			}
+			var asked []string
+			for _, c := range r.kms.calls {
+				asked = append(asked, c.Token)
+			}
+			switch {
+			case tc.wantToken == "" && (len(asked) != 0 || len(r.changes()) != before):
+				t.Fatalf("a refused publish asked KMS %d times and did %q", len(asked), r.changes()[before:])
+			case tc.wantToken != "" && !slices.Equal(asked, []string{tc.wantToken}):
+				t.Fatalf("KMS was asked with the planted token (or not once): %d calls", len(asked))
+			}
+		})
 	}
 }

@@ -17,28 +17,61 @@ type ServiceAccountToken struct {
 	// Expiration is when the token stops being valid (the zero time when
 	// the kubelet did not say).
 	Expiration time.Time
-	// InSecrets says where it came from: the request's secrets
-	// (serviceAccountTokenInSecrets) rather than its volume context.
-	InSecrets bool
+	// Place is where it came from.
+	Place TokenPlace
 }
 
-// ErrNoServiceAccountTokens means the request carries no tokens at all: the
-// CSIDriver object asks for none (tokenRequests), or the volume is a raw
-// block volume, to which the kubelet never gives them.
+// TokenPlace is where the kubelet puts a pod's service-account tokens in
+// NodePublishVolume, as its driver's CSIDriver object tells it. Only that
+// place holds tokens the kubelet vouches for: the other one is filled from
+// objects that others may write (a PersistentVolume's volumeAttributes, a
+// node-publish Secret a user owns), so a token found there is not the pod's.
+type TokenPlace int
+
+const (
+	// TokensInVolumeContext: the CSIDriver leaves serviceAccountTokenInSecrets
+	// off (the default, and all Kubernetes before 1.35).
+	TokensInVolumeContext TokenPlace = iota
+	// TokensInSecrets: the CSIDriver sets serviceAccountTokenInSecrets.
+	TokensInSecrets
+)
+
+// String names the place as the request's field, for logs and errors.
+func (p TokenPlace) String() string {
+	if p == TokensInSecrets {
+		return "secrets"
+	}
+	return "volume context"
+}
+
+// Other is the field of the request that is not p.
+func (p TokenPlace) Other() TokenPlace {
+	if p == TokensInSecrets {
+		return TokensInVolumeContext
+	}
+	return TokensInSecrets
+}
+
+// field is p's field of a request.
+func (p TokenPlace) field(secrets, volumeContext map[string]string) map[string]string {
+	if p == TokensInSecrets {
+		return secrets
+	}
+	return volumeContext
+}
+
+// ErrNoServiceAccountTokens means the request carries no tokens where the
+// kubelet puts them: the CSIDriver object asks for none (tokenRequests), or
+// the volume is a raw block volume, to which the kubelet never gives them.
 var ErrNoServiceAccountTokens = errors.New("the request carries no service-account tokens")
 
-// ServiceAccountTokenFor returns the pod's token for audience, from the
-// request's secrets first (where the kubelet puts it when the CSIDriver
-// sets serviceAccountTokenInSecrets) and its volume context second (where
-// it puts it otherwise). The errors say what the kubelet sent, never the
-// tokens.
-func ServiceAccountTokenFor(secrets, volumeContext map[string]string, audience string) (ServiceAccountToken, error) {
-	raw, inSecrets := secrets[ServiceAccountTokensKey]
-	if !inSecrets {
-		var ok bool
-		if raw, ok = volumeContext[ServiceAccountTokensKey]; !ok {
-			return ServiceAccountToken{}, ErrNoServiceAccountTokens
-		}
+// ServiceAccountTokenFor returns the pod's token for audience from place,
+// where the kubelet puts the tokens, and never from the other field of the
+// request. The errors say what the kubelet sent, never the tokens.
+func ServiceAccountTokenFor(secrets, volumeContext map[string]string, audience string, place TokenPlace) (ServiceAccountToken, error) {
+	raw, ok := place.field(secrets, volumeContext)[ServiceAccountTokensKey]
+	if !ok {
+		return ServiceAccountToken{}, ErrNoServiceAccountTokens
 	}
 	var tokens map[string]struct {
 		Token               string    `json:"token"`
@@ -58,5 +91,13 @@ func ServiceAccountTokenFor(secrets, volumeContext map[string]string, audience s
 		return ServiceAccountToken{}, fmt.Errorf("the kubelet passed tokens for the audiences [%s] but none for %q: add {audience: %s} to the CSIDriver's tokenRequests",
 			strings.Join(audiences, ", "), audience, audience)
 	}
-	return ServiceAccountToken{Token: t.Token, Expiration: t.ExpirationTimestamp, InSecrets: inSecrets}, nil
+	return ServiceAccountToken{Token: t.Token, Expiration: t.ExpirationTimestamp, Place: place}, nil
+}
+
+// TokensElsewhere reports whether the field of the request the kubelet does
+// not put tokens in holds some anyway: someone put them there, and they are
+// ignored.
+func TokensElsewhere(secrets, volumeContext map[string]string, place TokenPlace) bool {
+	_, ok := place.Other().field(secrets, volumeContext)[ServiceAccountTokensKey]
+	return ok
 }
