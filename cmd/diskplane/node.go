@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/diskplane/diskplane/pkg/cloud/datakeys"
@@ -25,6 +26,7 @@ import (
 	"github.com/diskplane/diskplane/pkg/driver/node"
 	"github.com/diskplane/diskplane/pkg/kubeclient"
 	"github.com/diskplane/diskplane/pkg/mounter"
+	"github.com/diskplane/diskplane/pkg/podevents"
 	"github.com/diskplane/diskplane/pkg/registration"
 	"github.com/diskplane/diskplane/pkg/startuptaint"
 	"github.com/diskplane/diskplane/pkg/tokenplace"
@@ -170,7 +172,21 @@ func buildNode(ctx context.Context, opts *options, reg prometheus.Registerer) (c
 	if err != nil {
 		return nil, nil, errors.Join(fmt.Errorf("load the AWS SDK configuration (for STS and KMS): %w", err), closeHost(host))
 	}
-	place, watch := tokenPlace(f, opts.driverName)
+	// The Kubernetes API, where a node plugin can reach it: its CSIDriver
+	// and events on pods. A plugin outside a pod (a test's) may have none.
+	client, clientErr := kubeclient.New(f.kubeconfig)
+	place, watch := tokenPlace(f, client, clientErr, opts.driverName)
+	var events node.PodEventer
+	var recorder *podevents.Recorder
+	if client != nil {
+		recorder = podevents.New(client, os.Getenv(metadata.NodeNameEnv))
+		events = recorder
+	}
+	stopEvents := func() {
+		if recorder != nil {
+			recorder.Shutdown()
+		}
+	}
 	svc, err := node.New(node.Config{
 		Metadata: func(ctx context.Context) (*metadata.Instance, error) {
 			return metadata.Get(ctx, metadata.Options{Sources: sources})
@@ -181,9 +197,11 @@ func buildNode(ctx context.Context, opts *options, reg prometheus.Registerer) (c
 		Unwrapper:                 datakeys.NewUnwrapper(awsCfg),
 		TokenAudience:             f.tokenAudience,
 		TokenPlace:                place,
+		Events:                    events,
 		Registerer:                reg,
 	})
 	if err != nil {
+		stopEvents()
 		return nil, nil, errors.Join(err, closeHost(host))
 	}
 	// Background work stops with ctx; the cleanup waits for it, so the
@@ -229,6 +247,7 @@ func buildNode(ctx context.Context, opts *options, reg prometheus.Registerer) (c
 	}
 	cleanup := func() {
 		background.Wait()
+		stopEvents()
 		if err := closeHost(host); err != nil {
 			klog.ErrorS(err, "Closing the connections to csi-proxy")
 		}
@@ -240,15 +259,14 @@ func buildNode(ctx context.Context, opts *options, reg prometheus.Registerer) (c
 // --workload-identity-tokens, or from a watch of the driver's CSIDriver,
 // which the caller runs. Without a Kubernetes client the place cannot be
 // told, and the publishes that need a token say so.
-func tokenPlace(f *nodeFlags, driverName string) (node.TokenPlacer, *tokenplace.Watch) {
+func tokenPlace(f *nodeFlags, client kubernetes.Interface, clientErr error, driverName string) (node.TokenPlacer, *tokenplace.Watch) {
 	switch f.tokenPlace {
 	case tokensInVolumeContext:
 		return tokenplace.Fixed(false), nil
 	case tokensInRequestsSecrets:
 		return tokenplace.Fixed(true), nil
 	}
-	client, err := kubeclient.New(f.kubeconfig)
-	if err != nil {
+	if err := clientErr; err != nil {
 		klog.V(2).InfoS("No Kubernetes client: volumes unlocked with a pod's token are refused until --kubeconfig or --workload-identity-tokens says where the kubelet puts them",
 			"err", err)
 		return tokenplace.Unreadable{Err: fmt.Errorf("%w (a node outside a pod needs --kubeconfig, or --workload-identity-tokens=%s or %s)",

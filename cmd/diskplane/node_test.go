@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/diskplane/diskplane/pkg/driver/node"
+	"github.com/diskplane/diskplane/pkg/kubeclient"
 	"github.com/diskplane/diskplane/pkg/tokenplace"
 )
 
@@ -79,7 +80,8 @@ current-context: c
 		{place: "csidriver", kubeconfig: filepath.Join(dir, "missing"), wantErr: "a node outside a pod needs --kubeconfig, or --workload-identity-tokens=volume-context or secrets"},
 	}
 	for _, tc := range tests {
-		got, watch := tokenPlace(&nodeFlags{tokenPlace: tc.place, kubeconfig: tc.kubeconfig}, "ebs.csi.diskplane.io")
+		client, clientErr := kubeclient.New(tc.kubeconfig)
+		got, watch := tokenPlace(&nodeFlags{tokenPlace: tc.place}, client, clientErr, "ebs.csi.diskplane.io")
 		switch {
 		case tc.wantWatch:
 			if watch == nil || got != node.TokenPlacer(watch) {

@@ -86,6 +86,11 @@ type Mounter interface {
 	BindMount(source, target string, options []string) error
 	// Unmount unmounts target once.
 	Unmount(target string) error
+	// RemountFilesystem makes the filesystem mounted at path read-only or
+	// read-write again, for every mount of it at once (the super block's
+	// flag): a container's bind mount of it, which a remount of one mount
+	// point would not reach, sees the change too. Linux only.
+	RemountFilesystem(path string, readOnly bool) error
 	// CleanupMountPoint unmounts path if it is mounted (even if the mount is
 	// corrupted) and removes it. A missing path is not an error.
 	CleanupMountPoint(path string) error

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -204,6 +205,19 @@ func (m *linuxMounter) BindMount(source, target string, options []string) error 
 	opts := append([]string{"bind"}, options...)
 	if err := m.mounter.Mount(source, target, "", opts); err != nil {
 		return fmt.Errorf("bind mount %s at %s: %w", source, target, err)
+	}
+	return nil
+}
+
+func (m *linuxMounter) RemountFilesystem(path string, readOnly bool) error {
+	mode := "rw"
+	if readOnly {
+		mode = "ro"
+	}
+	// Without "bind", a remount changes the super block, not this one
+	// mount point's flags.
+	if out, err := m.exec.Command("mount", "-o", "remount,"+mode, path).CombinedOutput(); err != nil {
+		return fmt.Errorf("remount the filesystem at %s %s: %w: %s", path, mode, err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

@@ -496,6 +496,49 @@ func TestMountedReadOnly(t *testing.T) {
 	}
 }
 
+// TestRemountFilesystem: remounting a staged filesystem read-only reaches
+// a bind mount made of it before (a pod's publication), which then refuses
+// writes, and remounting it read-write gives them back; what was written
+// stays.
+func TestRemountFilesystem(t *testing.T) {
+	for _, fsType := range []string{"ext4", "xfs"} {
+		t.Run(fsType, func(t *testing.T) {
+			r := newRig(t)
+			v := r.volume(320 * mib)
+			dev := r.find(v)
+			stage := r.mountPoint("stage")
+			if err := r.m.FormatAndMount(v.ID, dev, stage, fsType, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			pod := r.mountPoint("pod")
+			if err := r.m.BindMount(stage, pod, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(pod, "before"), []byte("kept"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.m.RemountFilesystem(stage, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(pod, "fenced"), nil, 0o600); !errors.Is(err, unix.EROFS) {
+				t.Fatalf("a write through the pod's bind mount of a filesystem remounted read-only: %v, want EROFS", err)
+			}
+			if got, err := os.ReadFile(filepath.Join(pod, "before")); err != nil || string(got) != "kept" {
+				t.Fatalf("read through the fenced mount: %q, %v", got, err)
+			}
+			if err := r.m.RemountFilesystem(stage, false); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(pod, "after"), nil, 0o600); err != nil {
+				t.Fatalf("a write after the remount read-write: %v", err)
+			}
+		})
+	}
+	if err := newRig(t).m.RemountFilesystem(filepath.Join(t.TempDir(), "nothing"), true); err == nil {
+		t.Fatal("remounting where nothing is mounted succeeded")
+	}
+}
+
 // TestStatsMatchDF compares FilesystemStats with what df reports.
 func TestStatsMatchDF(t *testing.T) {
 	r := newRig(t)

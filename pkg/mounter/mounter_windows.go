@@ -153,6 +153,12 @@ func (m *windowsMounter) MountedReadOnly(path string) (bool, error) {
 	return false, err
 }
 
+// RemountFilesystem is not offered on Windows: csi-proxy has no such call,
+// and the volumes that need it (LUKS2 with a key in KMS) are Linux only.
+func (m *windowsMounter) RemountFilesystem(path string, _ bool) error {
+	return fmt.Errorf("%w: remounting the filesystem at %s", ErrUnsupported, path)
+}
+
 // BindMount publishes source at target as a directory symlink. A target
 // directory the node service made for it must be empty and is replaced;
 // "ro" is the container runtime's to apply, and no other option exists.

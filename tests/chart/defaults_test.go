@@ -235,9 +235,10 @@ func TestDefaultRBAC(t *testing.T) {
 		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattachments"}, Verbs: []string{"list"}},
 		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers"}, ResourceNames: []string{"ebs.csi.diskplane.io"},
 			Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}
 	if !slices.EqualFunc(node.Rules, want, ruleEqual) {
-		t.Errorf("node rules %+v, want only get and patch on nodes, get on csinodes, list on volumeattachments and reading its own CSIDriver", node.Rules)
+		t.Errorf("node rules %+v, want only get and patch on nodes, get on csinodes, list on volumeattachments, reading its own CSIDriver and writing events", node.Rules)
 	}
 	// Every controller sidecar role is bound to the controller's account,
 	// and nothing grants anything to the node's account but its own role.

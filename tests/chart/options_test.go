@@ -255,9 +255,10 @@ node:
 				role := decode[rbacv1.ClusterRole](m, m.get("ClusterRole", "diskplane-node"))
 				want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
 					{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csidrivers"}, ResourceNames: []string{"ebs.csi.diskplane.io"},
-						Verbs: []string{"get", "list", "watch"}}}
+						Verbs: []string{"get", "list", "watch"}},
+					{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}}}
 				if !slices.EqualFunc(role.Rules, want, ruleEqual) {
-					t.Errorf("node role %+v, want only get on nodes and reading its own CSIDriver", role.Rules)
+					t.Errorf("node role %+v, want only get on nodes, reading its own CSIDriver and writing events", role.Rules)
 				}
 				if m.find("ValidatingAdmissionPolicy", "diskplane-node-startup-taint") != nil {
 					t.Error("policy rendered without the permission it guards")

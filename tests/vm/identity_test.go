@@ -5,8 +5,7 @@ package vm
 import (
 	"bufio"
 	"context"
-	"encoding/json"
-	"fmt"
+	"errors"
 	"maps"
 	"net/http"
 	"os"
@@ -17,170 +16,50 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/diskplane/diskplane/pkg/driver/volumecontext"
+	"github.com/diskplane/diskplane/pkg/driver/volumehealth"
 	"github.com/diskplane/diskplane/pkg/emulator/admin"
-	"github.com/diskplane/diskplane/pkg/testutil"
 )
 
 const (
 	account    = "123456789012"
 	dbRole     = "arn:aws:iam::123456789012:role/shop-db"
+	tenantRole = "arn:aws:iam::123456789012:role/tenant-db"
 	ctrlRole   = "arn:aws:iam::123456789012:role/diskplane-controller"
 	audience   = "sts.amazonaws.com"
 	keyID      = "workload-volumes"
 	tokenTTLSs = 600 // the API server's minimum
 )
 
-// cluster is the local cluster's API server as the VM reaches it, and the
-// namespace of one run with its service accounts and pods.
-type cluster struct {
-	t         *testing.T
-	client    kubernetes.Interface
-	namespace string
-	pods      map[string]*corev1.Pod // by service account
-}
-
-// newCluster connects to the local cluster (hack/vm/identity.sh passes its
-// kubeconfig) and makes a namespace with the service accounts db and web
-// and a pod of each. The pods never run (no node matches them): the API
-// server binds tokens to them, which is all the test needs of them.
-func newCluster(t *testing.T) *cluster {
-	t.Helper()
-	path := os.Getenv("DISKPLANE_VM_KUBECONFIG")
-	testutil.RequireCluster(t, path != "", "needs the local Kubernetes cluster's API server for real service-account tokens",
-		"run `make test-vm-identity` (it brings the cluster up)")
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatal(err)
+// keyPolicy lets the controller make keys, each tenant's role decrypt the
+// keys bound to its own namespace (the shop-db role only when
+// podMayDecrypt): both tenants share the one KMS key.
+func keyPolicy(podMayDecrypt bool, namespace, tenant string) map[string]any {
+	decrypt := func(role, ns string) map[string]any {
+		return map[string]any{"Effect": "Allow", "Principal": map[string]any{"AWS": role}, "Action": "kms:Decrypt", "Resource": "*",
+			"Condition": map[string]any{"StringEquals": map[string]any{"kms:EncryptionContext:diskplane:namespace": ns}}}
 	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &cluster{t: t, client: client, namespace: fmt.Sprintf("vm-identity-%d", time.Now().UnixNano()%1e6), pods: map[string]*corev1.Pod{}}
-	ctx := context.Background()
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.namespace}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := client.CoreV1().Namespaces().Delete(context.Background(), c.namespace, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("delete namespace %s: %v", c.namespace, err)
-		}
-	})
-	for _, sa := range []string{"db", "web"} {
-		if _, err := client.CoreV1().ServiceAccounts(c.namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		pod, err := client.CoreV1().Pods(c.namespace).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: sa + "-0"},
-			Spec: corev1.PodSpec{
-				ServiceAccountName: sa, AutomountServiceAccountToken: new(false),
-				NodeSelector: map[string]string{"diskplane.io/test": "nowhere"},
-				Containers:   []corev1.Container{{Name: "app", Image: "localhost/pause:local"}},
-			},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.pods[sa] = pod
-	}
-	return c
-}
-
-// setTokenPlace makes the node plugin's CSIDriver (its own name, which
-// hack/vm/nvme.sh gives it) ask for tokens for STS's audience, passed in
-// the request's secrets or its volume context, as an operator sets it;
-// the test's end deletes it.
-func (c *cluster) setTokenPlace(inSecrets bool) {
-	c.t.Helper()
-	name := os.Getenv("DISKPLANE_VM_DRIVER_NAME")
-	if name == "" {
-		c.t.Fatal("DISKPLANE_VM_DRIVER_NAME is not set: run make test-vm-identity")
-	}
-	drivers := c.client.StorageV1().CSIDrivers()
-	spec := storagev1.CSIDriverSpec{AttachRequired: new(true), PodInfoOnMount: new(true), RequiresRepublish: new(true),
-		TokenRequests: []storagev1.TokenRequest{{Audience: audience}}, ServiceAccountTokenInSecrets: new(inSecrets)}
-	d, err := drivers.Get(context.Background(), name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = drivers.Create(context.Background(), &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
-		c.t.Cleanup(func() {
-			if err := drivers.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
-				c.t.Errorf("delete CSIDriver %s: %v", name, err)
-			}
-		})
-	case err == nil:
-		d.Spec.ServiceAccountTokenInSecrets = new(inSecrets)
-		_, err = drivers.Update(context.Background(), d, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		c.t.Fatalf("CSIDriver %s: %v", name, err)
-	}
-}
-
-// token requests a token of serviceAccount's pod for STS's audience, as
-// the kubelet does for a CSIDriver's tokenRequests, and renders it as the
-// kubelet passes it (csi.storage.k8s.io/serviceAccount.tokens).
-func (c *cluster) token(serviceAccount string) string {
-	c.t.Helper()
-	pod := c.pods[serviceAccount]
-	tr, err := c.client.CoreV1().ServiceAccounts(c.namespace).CreateToken(context.Background(), serviceAccount, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{
-			Audiences: []string{audience}, ExpirationSeconds: new(int64(tokenTTLSs)),
-			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	b, err := json.Marshal(map[string]authenticationv1.TokenRequestStatus{audience: tr.Status})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return string(b)
-}
-
-// issuer reads the API server's service-account issuer and its keys.
-func (c *cluster) issuer() (string, json.RawMessage) {
-	c.t.Helper()
-	rest := c.client.CoreV1().RESTClient()
-	discovery, err := rest.Get().AbsPath("/.well-known/openid-configuration").DoRaw(context.Background())
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	var doc struct {
-		Issuer string `json:"issuer"`
-	}
-	if err := json.Unmarshal(discovery, &doc); err != nil || doc.Issuer == "" {
-		c.t.Fatalf("the API server's discovery document: %v", err)
-	}
-	jwks, err := rest.Get().AbsPath("/openid/v1/jwks").DoRaw(context.Background())
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return doc.Issuer, jwks
-}
-
-// keyPolicy lets the controller make keys, and the shop-db role decrypt
-// them when podMayDecrypt.
-func keyPolicy(podMayDecrypt bool) map[string]any {
 	statements := []any{map[string]any{"Effect": "Allow", "Principal": map[string]any{"AWS": ctrlRole},
-		"Action": []string{"kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncrypt*"}, "Resource": "*"}}
+		"Action": []string{"kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncrypt*"}, "Resource": "*"}, decrypt(tenantRole, tenant)}
 	if podMayDecrypt {
-		statements = append(statements, map[string]any{"Effect": "Allow", "Principal": map[string]any{"AWS": dbRole},
-			"Action": "kms:Decrypt", "Resource": "*"})
+		statements = append(statements, decrypt(dbRole, namespace))
 	}
 	return map[string]any{"Version": "2012-10-17", "Statement": statements}
+}
+
+// trustedBy is an IAM role named name that the service account db of
+// namespace may assume with its token from the cluster's issuer host.
+func trustedBy(name, host, namespace string) map[string]any {
+	return map[string]any{"name": name, "trustPolicy": map[string]any{"Statement": []any{map[string]any{
+		"Effect": "Allow", "Principal": map[string]any{"Federated": "arn:aws:iam::" + account + ":oidc-provider/" + host},
+		"Action": "sts:AssumeRoleWithWebIdentity",
+		"Condition": map[string]any{"StringEquals": map[string]any{
+			host + ":sub": "system:serviceaccount:" + namespace + ":db", host + ":aud": audience}},
+	}}}}
 }
 
 // sample reads one sample of a Prometheus text page: the sum over the
@@ -225,9 +104,13 @@ func sample(t *testing.T, url, name string, labels ...string) float64 {
 // the LUKS2 volume. A pod of a service account the role does not trust is
 // refused by STS; a pod whose role the key policy stops naming is refused
 // by KMS at its next republish, keeping its mount; the last unpublish
-// closes the volume. The node takes tokens only from where the plugin's
-// CSIDriver says the kubelet puts them, following it as it changes: the db
-// pod's token planted in the web pod's other field unlocks nothing.
+// closes the volume. Two tenants share the KMS key: the other namespace's
+// pod is refused the first one's key. The revoked pod's volume is fenced
+// read-only (nodeEncryptionOnRevocation), its condition abnormal, and an
+// event on the pod says so. The node takes tokens only from where the
+// plugin's CSIDriver says the kubelet puts them, following it as it
+// changes: the db pod's token planted in the web pod's other field unlocks
+// nothing.
 func TestWorkloadIdentity(t *testing.T) {
 	r := newRig(t)
 	c := newCluster(t)
@@ -235,7 +118,7 @@ func TestWorkloadIdentity(t *testing.T) {
 	emu := &admin.Client{URL: adminURL}
 	setKeyPolicy := func(podMayDecrypt bool) {
 		t.Helper()
-		if err := emu.SetKMSKey(t.Context(), keyID, map[string]any{"policy": keyPolicy(podMayDecrypt)}); err != nil {
+		if err := emu.SetKMSKey(t.Context(), keyID, map[string]any{"policy": keyPolicy(podMayDecrypt, c.namespace, c.tenant)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -243,12 +126,7 @@ func TestWorkloadIdentity(t *testing.T) {
 	host := strings.TrimPrefix(issuer, "https://")
 	if err := emu.SetIAM(t.Context(), map[string]any{
 		"oidcProviders": []any{map[string]any{"url": issuer, "clientIds": []string{audience}, "jwks": jwks}},
-		"roles": []any{map[string]any{"name": "shop-db", "trustPolicy": map[string]any{"Statement": []any{map[string]any{
-			"Effect": "Allow", "Principal": map[string]any{"Federated": "arn:aws:iam::" + account + ":oidc-provider/" + host},
-			"Action": "sts:AssumeRoleWithWebIdentity",
-			"Condition": map[string]any{"StringEquals": map[string]any{
-				host + ":sub": "system:serviceaccount:" + c.namespace + ":db", host + ":aud": audience}},
-		}}}}},
+		"roles":         []any{trustedBy("shop-db", host, c.namespace), trustedBy("tenant-db", host, c.tenant)},
 		// The controller on the host signs its KMS calls with these (hack/vm/nvme.sh).
 		"accessKeys": []any{map[string]any{"accessKeyId": "vm", "secretAccessKey": "vm", "principal": ctrlRole}},
 	}); err != nil {
@@ -263,7 +141,8 @@ func TestWorkloadIdentity(t *testing.T) {
 		Name: "identity-" + c.namespace, CapacityRange: &csi.CapacityRange{RequiredBytes: gib},
 		VolumeCapabilities: []*csi.VolumeCapability{mountCap},
 		Parameters: map[string]string{"type": "gp3", "nodeEncryption": "luks2", "nodeEncryptionKeySource": "kms",
-			"nodeEncryptionKmsKeyId": keyID, "nodeEncryptionRoleArn": dbRole},
+			"nodeEncryptionKmsKeyId": keyID, "nodeEncryptionRoleArn": dbRole, "nodeEncryptionOnRevocation": "read-only",
+			"csi.storage.k8s.io/pvc/namespace": c.namespace, "csi.storage.k8s.io/pvc/name": "data"},
 		AccessibilityRequirements: &csi.TopologyRequirement{Requisite: []*csi.Topology{{Segments: r.zone}}},
 	})
 	if err != nil {
@@ -271,6 +150,9 @@ func TestWorkloadIdentity(t *testing.T) {
 	}
 	v := &volume{name: "identity", id: resp.GetVolume().GetVolumeId()}
 	vc := resp.GetVolume().GetVolumeContext()
+	if vc[volumecontext.NodeEncryptionKeyNamespaceKey] != c.namespace {
+		t.Fatalf("the volume's key is bound to namespace %q, not the claim's %s", vc[volumecontext.NodeEncryptionKeyNamespaceKey], c.namespace)
+	}
 	t.Cleanup(func() {
 		_, _ = r.ctrl.ControllerUnpublishVolume(context.Background(), &csi.ControllerUnpublishVolumeRequest{VolumeId: v.id, NodeId: r.nodeID})
 		if _, err := r.ctrl.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: v.id}); err != nil {
@@ -366,8 +248,35 @@ func TestWorkloadIdentity(t *testing.T) {
 		t.Fatalf("the web pod got the volume: %s", got)
 	}
 
+	// The other tenant, sharing the KMS key: its db pod, with its own
+	// valid token and its own role (a PersistentVolume naming the volume
+	// with that role, which only an administrator could write), is refused
+	// by KMS, since the key is bound to the first tenant's namespace; and
+	// a volume context that claims its namespace does not decrypt at all.
+	tenantTarget := filepath.Join(r.dir, "pods", "tenant-db-0", "mount")
+	asTenant := func(namespace string) error {
+		req := &csi.NodePublishVolumeRequest{VolumeId: v.id, StagingTargetPath: staging, TargetPath: tenantTarget,
+			VolumeCapability: mountCap, PublishContext: v.publish, VolumeContext: maps.Clone(vc),
+			Secrets: map[string]string{volumecontext.ServiceAccountTokensKey: c.tokenIn(c.tenant, "db")}}
+		req.VolumeContext[volumecontext.NodeEncryptionRoleARNKey] = tenantRole
+		req.VolumeContext[volumecontext.NodeEncryptionKeyNamespaceKey] = namespace
+		_, err := r.node.NodePublishVolume(ctx(t), req)
+		return err
+	}
+	if err := asTenant(c.namespace); status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "KMS refused role "+tenantRole) {
+		t.Fatalf("the other tenant's pod, its own role: %v", err)
+	}
+	if err := asTenant(c.tenant); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "is not this volume's") {
+		t.Fatalf("the other tenant's pod, claiming its namespace: %v", err)
+	}
+	if got := mountedDevice(t, tenantTarget); got != "" {
+		t.Fatalf("the other tenant got the volume: %s", got)
+	}
+
 	// The key policy stops naming the role while the db pod runs: its next
-	// token is refused by KMS, its mount and data stay.
+	// token is refused by KMS; the class fences on revocation, so its data
+	// stays readable and no longer writable, the volume's condition and an
+	// event on the pod say why.
 	setKeyPolicy(false)
 	metrics := os.Getenv("DISKPLANE_VM_NODE_METRICS")
 	revokedBefore := sample(t, metrics, "diskplane_volume_unlock_refusals_total", "call", "republish", "refused_by", "kms")
@@ -381,6 +290,14 @@ func TestWorkloadIdentity(t *testing.T) {
 	if n := sample(t, metrics, "diskplane_volume_unlock_refusals_total", "call", "republish", "refused_by", "kms") - revokedBefore; n != 1 {
 		t.Fatalf("the node counted %v revoked republishes", n)
 	}
+	if err := os.WriteFile(filepath.Join(dbTarget, "after-revocation"), nil, 0o600); !errors.Is(err, unix.EROFS) {
+		t.Fatalf("a write after the revocation: %v, want EROFS (nodeEncryptionOnRevocation: read-only)", err)
+	}
+	stats, err := r.node.NodeGetVolumeStats(ctx(t), &csi.NodeGetVolumeStatsRequest{VolumeId: v.id, VolumePath: dbTarget})
+	if abnormal, msg, _ := volumehealth.Condition(stats); err != nil || !abnormal || !strings.Contains(msg, "access to the volume's key was revoked") {
+		t.Fatalf("the volume's condition after the revocation: %t %q, %v", abnormal, msg, err)
+	}
+	c.waitForEvent("db-0", "KeyAccessRevoked", "read-only")
 
 	// Access restored, and the CSIDriver turned to the volume context (as
 	// before Kubernetes 1.35): a new token there is authorised again, and
@@ -389,6 +306,9 @@ func TestWorkloadIdentity(t *testing.T) {
 	c.setTokenPlace(false)
 	if err := afterTheNodeFollows(func() error { return publish(dbTarget, c.token("db"), false) }); err != nil {
 		t.Fatalf("after the access came back: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dbTarget, "after-access-came-back"), nil, 0o600); err != nil {
+		t.Fatalf("a write after the access came back: %v", err)
 	}
 	err = publishWith(webTarget, c.token("db"), c.token("web"))
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "STS refused") {

@@ -165,7 +165,7 @@ func (s *Service) volumeKeyContext(ctx context.Context, vol *cloud.Volume, key p
 	// The key an earlier attempt tagged the volume with keeps the binding
 	// it was wrapped with: KMS decrypts it only with that context.
 	return volumecontext.KMSKey{KeyID: k.wrapped.KeyARN, RoleARN: key.RoleARN, Wrapped: k.wrapped.Ciphertext,
-		Namespace: k.binding.Namespace}.VolumeContext(), nil
+		Namespace: k.binding.Namespace, FenceOnRevocation: key.FenceOnRevocation}.VolumeContext(), nil
 }
 
 // snapshotSourceTags are the tags a snapshot of sourceID carries from its

@@ -27,6 +27,7 @@ type fakeOS struct {
 	fsSizes     map[string]int64  // device -> bytes the filesystem spans
 	paths       map[string]string // existing path -> "dir" or "file"
 	mounts      map[string]fakeMount
+	readOnlyFS  map[string]bool // device -> its filesystem was remounted read-only
 	corrupted   map[string]bool // path -> its mount is corrupted
 	stats       map[string]mounter.Stats
 	nvmeStore   int
@@ -53,7 +54,7 @@ func newFakeOS() *fakeOS {
 	return &fakeOS{
 		devices: map[string]string{}, wrongDevice: map[string]bool{}, formats: map[string]string{},
 		deviceSizes: map[string]int64{}, fsSizes: map[string]int64{}, paths: map[string]string{},
-		mounts: map[string]fakeMount{}, corrupted: map[string]bool{}, stats: map[string]mounter.Stats{},
+		mounts: map[string]fakeMount{}, readOnlyFS: map[string]bool{}, corrupted: map[string]bool{}, stats: map[string]mounter.Stats{},
 		failOn: map[string]error{}, platform: mounter.LinuxPlatform, luksKeys: map[string]string{}, mappings: map[string]string{},
 	}
 }
@@ -230,6 +231,48 @@ func (f *fakeOS) FormatAndMount(_, device, target, fsType string, mkfsArgs, moun
 	f.record("mount -t %s -o %s %s %s", fsType, strings.Join(mountOptions, ","), device, target)
 	f.mounts[target] = fakeMount{source: device, fsType: fsType, options: mountOptions}
 	return nil
+}
+
+// RemountFilesystem sets the read-only flag of the filesystem mounted at
+// path, which every mount of it shows (filesystemReadOnly), not in any
+// mount's own options (MountedReadOnly), as the kernel keeps them apart.
+func (f *fakeOS) RemountFilesystem(path string, readOnly bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.failOn["RemountFilesystem"]; err != nil {
+		return err
+	}
+	m, ok := f.mounts[path]
+	if !ok {
+		return &os.PathError{Op: "remount", Path: path, Err: fs.ErrNotExist}
+	}
+	mode := "rw"
+	if readOnly {
+		mode = "ro"
+	}
+	f.record("mount -o remount,%s %s", mode, path)
+	f.readOnlyFS[m.source] = readOnly
+	return nil
+}
+
+// filesystemReadOnly reports whether writes through the mount at path
+// fail: its own options say ro, or its filesystem (that of the mount it
+// binds) was remounted read-only.
+func (f *fakeOS) filesystemReadOnly(path string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m, ok := f.mounts[path]
+	if !ok {
+		return false
+	}
+	if slices.Contains(m.options, "ro") {
+		return true
+	}
+	device := m.source
+	if bound, ok := f.mounts[m.source]; ok {
+		device = bound.source
+	}
+	return f.readOnlyFS[device]
 }
 
 func (f *fakeOS) BindMount(source, target string, options []string) error {

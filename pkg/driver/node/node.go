@@ -29,6 +29,7 @@ import (
 	"github.com/diskplane/diskplane/pkg/cloud/metadata"
 	"github.com/diskplane/diskplane/pkg/inflight"
 	"github.com/diskplane/diskplane/pkg/mounter"
+	"github.com/diskplane/diskplane/pkg/podevents"
 )
 
 // Topology keys the node reports. The zone key is the one volumes carry, so
@@ -69,6 +70,9 @@ type Config struct {
 	// CSIDriver object says); nil means the volume context, Kubernetes'
 	// default.
 	TokenPlace TokenPlacer
+	// Events records warnings on pods (a pod's access to its volume's key
+	// revoked); nil records none.
+	Events PodEventer
 	// Registerer receives the node's metrics; nil registers none.
 	Registerer prometheus.Registerer
 }
@@ -88,6 +92,14 @@ type tokensInVolumeContext struct{}
 
 func (tokensInVolumeContext) TokensInSecrets(context.Context) (bool, error) { return false, nil }
 
+// PodEventer records warnings on pods through the Kubernetes API
+// (podevents.Recorder), for what a pod's owner must see beside the
+// kubelet's own events.
+type PodEventer interface {
+	// Warn records a Warning event with reason and message on the pod.
+	Warn(pod podevents.Pod, reason, message string)
+}
+
 // Service is the CSI Node service.
 type Service struct {
 	csi.UnimplementedNodeServer
@@ -102,6 +114,7 @@ type Service struct {
 	unwrapper  datakeys.Unwrapper
 	audience   string
 	tokenPlace TokenPlacer
+	events     PodEventer
 	unlocks    *unlocks
 	metrics    *unlockMetrics
 
@@ -138,6 +151,7 @@ func New(cfg Config) (*Service, error) {
 		unwrapper:  cfg.Unwrapper,
 		audience:   audience,
 		tokenPlace: tokenPlace,
+		events:     cfg.Events,
 		unlocks:    newUnlocks(),
 		metrics:    metrics,
 	}, nil

@@ -37,6 +37,8 @@ type unlockedVolume struct {
 	// needs the key, so the next publish unwraps it even for a token
 	// authorised already.
 	growPending bool
+	// fenced: a revocation remounted its filesystem read-only.
+	fenced bool
 }
 
 // authorization is a token that authorised a publication.
@@ -160,4 +162,42 @@ func (u *unlocks) setGrowPending(volumeID string, pending bool) bool {
 		v.growPending = pending
 	}
 	return ok
+}
+
+// setFenced records that a volume's filesystem was made read-only after a
+// revocation (or writable again), keeping its staging path.
+func (u *unlocks) setFenced(volumeID, staging string, fenced bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	v, ok := u.volumes[volumeID]
+	if !ok {
+		v = &unlockedVolume{authorized: map[string]authorization{}}
+		u.volumes[volumeID] = v
+	}
+	v.staging, v.fenced = staging, fenced
+}
+
+// isFenced reports whether this plugin made a volume read-only.
+func (u *unlocks) isFenced(volumeID string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	v, ok := u.volumes[volumeID]
+	return ok && v.fenced
+}
+
+// clearedFence returns the staging path of a fenced volume none of whose
+// publications but except is revoked any more.
+func (u *unlocks) clearedFence(except publication) (staging string, ok bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	v, known := u.volumes[except.volumeID]
+	if !known || !v.fenced {
+		return "", false
+	}
+	for p, r := range u.refusals {
+		if p.volumeID == except.volumeID && p != except && r.revoked {
+			return "", false
+		}
+	}
+	return v.staging, true
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/diskplane/diskplane/pkg/cloud/datakeys"
 	"github.com/diskplane/diskplane/pkg/driver/volumecontext"
-	"github.com/diskplane/diskplane/pkg/health"
 	"github.com/diskplane/diskplane/pkg/mounter"
 )
 
@@ -133,9 +132,12 @@ func (s *Service) unlockForPublish(ctx context.Context, req *csi.NodePublishVolu
 		KeyID: key.KeyID, Ciphertext: key.Wrapped, Binding: datakeys.Binding{VolumeID: volumeID, Namespace: key.Namespace}, Region: in.Region,
 	})
 	if err != nil {
-		return false, nil, s.unlockRefused(pub, digest, key, who, err)
+		return false, nil, s.unlockRefused(pub, staging, digest, key, who, err)
 	}
 	defer wipe(plain)
+	if err := s.unfence(pub); err != nil {
+		return false, nil, err
+	}
 	klog.V(2).InfoS("Pod authorised to unlock volume", "volumeID", volumeID, "targetPath", target, "serviceAccount", who.subject,
 		"role", key.RoleARN, "tokenFrom", tok.Place.String())
 
@@ -213,9 +215,10 @@ func (s *Service) openUnlocked(ctx context.Context, req *csi.NodePublishVolumeRe
 // unlockRefused turns an Unwrap error into the publish's answer: STS or
 // KMS refusing the pod's identity (or a disabled key) is counted, kept for
 // refusalRecheck and answered PermissionDenied (FailedPrecondition for the
-// key's state) with what an operator must change; anything else is
-// answered as it is and asked again at the next call.
-func (s *Service) unlockRefused(pub publication, digest [32]byte, key volumecontext.KMSKey, who tokenIdentity, err error) error {
+// key's state) with what an operator must change, and a mounted pod's
+// refusal (a revocation) is acted on (revoked); anything else is answered
+// as it is and asked again at the next call.
+func (s *Service) unlockRefused(pub publication, staging string, digest [32]byte, key volumecontext.KMSKey, who tokenIdentity, err error) error {
 	var gErr error
 	refusedBy := refusedByKMS
 	switch {
@@ -243,26 +246,13 @@ func (s *Service) unlockRefused(pub publication, digest [32]byte, key volumecont
 	call := callPublish
 	if s.publishedAt(pub.target) {
 		call = callRepublish
+		gErr = s.revoked(pub, staging, key, who, gErr)
 	}
 	s.metrics.refusals.WithLabelValues(call, refusedBy).Inc()
 	s.unlocks.refuse(pub, digest, gErr, time.Now(), call == callRepublish)
 	klog.InfoS("Pod's unlock refused", "volumeID", pub.volumeID, "targetPath", pub.target, "call", call, "refusedBy", refusedBy,
 		"serviceAccount", who.subject, "role", key.RoleARN, "err", err)
 	return gErr
-}
-
-// reportRevocation adds to a volume's health that the pod published at
-// target lost access to the volume's key while mounted: the kubelet shows
-// the volume condition on the pod, where a refused republish's error alone
-// is easily missed, since the pod keeps running with its mount.
-func (s *Service) reportRevocation(volumeID, target string, r *health.Report) {
-	if target == "" {
-		return
-	}
-	if refused, ok := s.unlocks.revocation(publication{volumeID: volumeID, target: target}); ok {
-		r.Add(health.Degraded, "KeyAccessRevoked", "the pod's access to the volume's key was revoked ("+status.Convert(refused.err).Message()+
-			"); it keeps its mount until it stops: delete the pod to cut it off")
-	}
 }
 
 // publishedAt reports whether something is mounted at a target path.
@@ -279,7 +269,8 @@ func (s *Service) publishedAt(target string) bool {
 func (s *Service) closeUnlocked(ctx context.Context, pub publication) error {
 	staging, last := s.unlocks.release(pub)
 	if !last {
-		return nil
+		// The revoked pod is gone: the others get a writable volume back.
+		return s.unfence(pub)
 	}
 	mounted, err := s.stagedAt(staging)
 	if err != nil {
@@ -315,6 +306,7 @@ type tokenIdentity struct {
 	subject   string // system:serviceaccount:<namespace>:<name>
 	namespace string
 	pod       string
+	podUID    string
 	expires   time.Time // the exp claim; zero when the token has none
 }
 
@@ -348,6 +340,7 @@ func tokenIdentityOf(token string) tokenIdentity {
 			Namespace string `json:"namespace"`
 			Pod       struct {
 				Name string `json:"name"`
+				UID  string `json:"uid"`
 			} `json:"pod"`
 		} `json:"kubernetes.io"`
 	}
@@ -357,7 +350,7 @@ func tokenIdentityOf(token string) tokenIdentity {
 	if claims.Subject != "" {
 		who.subject = claims.Subject
 	}
-	who.namespace, who.pod = claims.Kubernetes.Namespace, claims.Kubernetes.Pod.Name
+	who.namespace, who.pod, who.podUID = claims.Kubernetes.Namespace, claims.Kubernetes.Pod.Name, claims.Kubernetes.Pod.UID
 	if claims.Expiry > 0 {
 		who.expires = time.Unix(int64(claims.Expiry), 0)
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/diskplane/diskplane/pkg/cloud/datakeys"
 	"github.com/diskplane/diskplane/pkg/driver/volumecontext"
-	"github.com/diskplane/diskplane/pkg/driver/volumehealth"
 )
 
 const (
@@ -99,6 +97,7 @@ type workloadRig struct {
 	f     *fakeOS
 	kms   *fakeUnwrapper
 	place *testPlace
+	fence bool // the volume context's nodeEncryptionOnRevocation: read-only
 }
 
 // testPlace is where the kubelet puts tokens as a test sets it, as an
@@ -143,6 +142,9 @@ func (r *workloadRig) publish(path, token string, inSecrets bool) error {
 	req := publishReq(mountCap("ext4"))
 	req.TargetPath = path
 	req.VolumeContext = kmsContext()
+	if r.fence {
+		req.VolumeContext[volumecontext.NodeEncryptionOnRevocationKey] = volumecontext.RevocationReadOnly
+	}
 	tokens := tokensJSON(token, time.Now().Add(time.Hour))
 	if inSecrets {
 		req.Secrets = map[string]string{volumecontext.ServiceAccountTokensKey: tokens}
@@ -597,118 +599,5 @@ func BenchmarkRepublishAuthorised(b *testing.B) {
 	}
 	if len(u.calls) != 1 {
 		b.Fatalf("%d unwraps", len(u.calls))
-	}
-}
-
-// TestRevocationShowsInTheVolumeCondition: a republish refused while the
-// pod keeps its mount makes the volume's condition abnormal at that target
-// (NodeGetVolumeStats, NodeGetVolumeHealth), naming who refused; another
-// target of the volume stays healthy, and an authorised token clears it.
-func TestRevocationShowsInTheVolumeCondition(t *testing.T) {
-	f := &healthOS{fakeOS: newFakeOS()}
-	f.addVolume(volID, volDev, gib)
-	u := &fakeUnwrapper{refuse: map[string]error{}}
-	place := &testPlace{inSecrets: true}
-	s, err := New(Config{Metadata: staticMetadata(testInstance()), Mounter: f, ReservedVolumeAttachments: -1, Unwrapper: u,
-		TokenPlace: place, Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &workloadRig{s: s, f: f.fakeOS, kms: u, place: place}
-	r.stage(t)
-	token := podToken("shop", "db-0", "db")
-	for _, path := range []string{target, target2} {
-		if err := r.publish(path, token, true); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f.stats[fakeMapping(volID)] = fsStats
-	condition := func(path string) (abnormal bool, message string) {
-		t.Helper()
-		out, err := s.NodeGetVolumeStats(context.Background(), &csi.NodeGetVolumeStatsRequest{VolumeId: volID, VolumePath: path})
-		if err != nil {
-			t.Fatal(err)
-		}
-		abnormal, message, _ = volumehealth.Condition(out)
-		return abnormal, message
-	}
-	if abnormal, msg := condition(target); abnormal {
-		t.Fatalf("before any refusal: %s", msg)
-	}
-	revoked := podToken("shop", "db-0", "db") + "x"
-	u.refuse[revoked] = fmt.Errorf("KMS Decrypt: %w: AccessDeniedException", datakeys.ErrAccessDenied)
-	wantCode(t, r.publish(target, revoked, true), codes.PermissionDenied)
-	if abnormal, msg := condition(target); !abnormal || !strings.Contains(msg, "access to the volume's key was revoked (volume "+volID+": KMS refused role") {
-		t.Fatalf("after a revoked republish: %t %q", abnormal, msg)
-	}
-	if abnormal, msg := condition(target2); abnormal {
-		t.Fatalf("the volume's other publication: %s", msg)
-	}
-	h, err := s.NodeGetVolumeHealth(context.Background(), &csi.NodeGetVolumeHealthRequest{VolumeId: volID, VolumePublishPath: target})
-	if err != nil || len(h.GetVolumeHealth().GetHealthStatuses()) != 1 || h.GetVolumeHealth().GetHealthStatuses()[0].GetReason() != "KeyAccessRevoked" {
-		t.Fatalf("NodeGetVolumeHealth = %v, %v", h, err)
-	}
-	if err := r.publish(target, revoked+"y", true); err != nil {
-		t.Fatal(err)
-	}
-	if abnormal, msg := condition(target); abnormal {
-		t.Fatalf("after access came back: %s", msg)
-	}
-}
-
-// TestTokensOnlyFromWhereTheKubeletPutsThem: the node unlocks with the
-// token in the field of the request the CSIDriver says the kubelet fills,
-// and ignores one in the other field, which a user's node-publish Secret
-// (or an edited PersistentVolume) could have put there.
-func TestTokensOnlyFromWhereTheKubeletPutsThem(t *testing.T) {
-	pod, planted := podToken("shop", "db-0", "db"), podToken("bank", "ledger-0", "ledger")
-	tests := []struct {
-		name              string
-		inSecrets         bool
-		placeErr          error
-		secrets, vcTokens string // tokens in each field ("": none)
-		wantToken         string // what KMS was asked with ("": nothing asked)
-		wantCode          codes.Code
-		wantMessage       string
-	}{
-		{name: "volume context, a token planted in the secrets", vcTokens: pod, secrets: planted, wantToken: pod},
-		{name: "secrets, a token planted in the volume context", inSecrets: true, secrets: pod, vcTokens: planted, wantToken: pod},
-		{name: "volume context, only a planted token in the secrets", secrets: planted, wantCode: codes.InvalidArgument,
-			wantMessage: "passed none in the request's volume context: the CSIDriver object needs tokenRequests with audience \"sts.amazonaws.com\" (the chart's csiDriver.workloadIdentity.enabled); the tokens in its secrets are not the kubelet's (the CSIDriver's serviceAccountTokenInSecrets is false) and were ignored"},
-		{name: "secrets, only a planted token in the volume context", inSecrets: true, vcTokens: planted, wantCode: codes.InvalidArgument,
-			wantMessage: "the tokens in its volume context are not the kubelet's (the CSIDriver's serviceAccountTokenInSecrets is true)"},
-		{name: "the CSIDriver not read yet", placeErr: errors.New("the CSIDriver ebs.csi.diskplane.io has not been read"), vcTokens: pod,
-			wantCode: codes.Unavailable, wantMessage: "where the kubelet puts it cannot be told: the CSIDriver ebs.csi.diskplane.io has not been read"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r := newWorkloadRig(t)
-			r.stage(t)
-			r.place.set(tc.inSecrets, tc.placeErr)
-			req := publishReq(mountCap("ext4"))
-			req.VolumeContext = kmsContext()
-			if tc.secrets != "" {
-				req.Secrets = map[string]string{volumecontext.ServiceAccountTokensKey: tokensJSON(tc.secrets, time.Now().Add(time.Hour))}
-			}
-			if tc.vcTokens != "" {
-				req.VolumeContext[volumecontext.ServiceAccountTokensKey] = tokensJSON(tc.vcTokens, time.Now().Add(time.Hour))
-			}
-			before := len(r.changes())
-			_, err := r.s.NodePublishVolume(context.Background(), req)
-			wantCode(t, err, tc.wantCode)
-			if !strings.Contains(status.Convert(err).Message(), tc.wantMessage) {
-				t.Fatalf("message %q lacks %q", status.Convert(err).Message(), tc.wantMessage)
-			}
-			var asked []string
-			for _, c := range r.kms.calls {
-				asked = append(asked, c.Token)
-			}
-			switch {
-			case tc.wantToken == "" && (len(asked) != 0 || len(r.changes()) != before):
-				t.Fatalf("a refused publish asked KMS %d times and did %q", len(asked), r.changes()[before:])
-			case tc.wantToken != "" && !slices.Equal(asked, []string{tc.wantToken}):
-				t.Fatalf("KMS was asked with the planted token (or not once): %d calls", len(asked))
-			}
-		})
 	}
 }

@@ -17,12 +17,18 @@ type NodeEncryptionKey struct {
 	KMSKeyID string
 	// RoleARN is the IAM role pods assume to unwrap the key.
 	RoleARN string
+	// FenceOnRevocation: a pod whose access is revoked while mounted has
+	// the volume's filesystem remounted read-only on its node
+	// (nodeEncryptionOnRevocation: read-only); onRevocationSet says the
+	// class named it at all.
+	FenceOnRevocation bool
+	onRevocationSet   bool
 }
 
 // KMS reports whether the volume key is one KMS wraps.
 func (k NodeEncryptionKey) KMS() bool { return k.Source == volumecontext.KeySourceKMS }
 
-// set reads one of the three parameters.
+// set reads one of the four parameters.
 func (k *NodeEncryptionKey) set(key, lower, value string) error {
 	value = strings.TrimSpace(value)
 	switch lower {
@@ -43,13 +49,20 @@ func (k *NodeEncryptionKey) set(key, lower, value string) error {
 			return invalid(key, "is %q: want an IAM role ARN (arn:aws:iam::<account>:role/<name>)", value)
 		}
 		k.RoleARN = value
+	case strings.ToLower(KeyNodeEncryptionOnRevocation):
+		fence, err := volumecontext.OnRevocation(map[string]string{volumecontext.NodeEncryptionOnRevocationKey: value})
+		if err != nil {
+			return invalid(key, "is %q: want %s (the pod keeps its mount; the default) or %s (the volume's filesystem on that node is remounted read-only; see docs/encryption.md)",
+				value, volumecontext.RevocationKeep, volumecontext.RevocationReadOnly)
+		}
+		k.FenceOnRevocation, k.onRevocationSet = fence, true
 	}
 	return nil
 }
 
 // check refuses a combination the node could not act on: a KMS key
-// source without node encryption, its key or its role, and a key or role
-// without the KMS key source.
+// source without node encryption, its key or its role, and a key, role or
+// revocation behaviour without the KMS key source.
 func (k NodeEncryptionKey) check(nodeEncryption string) error {
 	switch {
 	case k.KMS() && nodeEncryption == "":
@@ -63,6 +76,9 @@ func (k NodeEncryptionKey) check(nodeEncryption string) error {
 		return invalid(KeyNodeEncryptionKMSKeyID, "is set, but %s is not %s", KeyNodeEncryptionKeySource, volumecontext.KeySourceKMS)
 	case !k.KMS() && k.RoleARN != "":
 		return invalid(KeyNodeEncryptionRoleARN, "is set, but %s is not %s", KeyNodeEncryptionKeySource, volumecontext.KeySourceKMS)
+	case !k.KMS() && k.onRevocationSet:
+		return invalid(KeyNodeEncryptionOnRevocation, "is set, but %s is not %s: only a key unlocked with the pod's identity can be revoked",
+			KeyNodeEncryptionKeySource, volumecontext.KeySourceKMS)
 	}
 	return nil
 }

@@ -41,6 +41,14 @@ func TestNodeEncryptionKey(t *testing.T) {
 		{name: "a key with spaces", params: kms(map[string]string{"nodeEncryptionKmsKeyId": "alias/a b"}), wantErr: "want a KMS key ID"},
 		{name: "key without kms", params: map[string]string{"nodeEncryption": "luks2", "nodeEncryptionKmsKeyId": "alias/x"}, wantErr: "is not kms"},
 		{name: "role without kms", params: map[string]string{"nodeEncryption": "luks2", "nodeEncryptionKeySource": "secret", "nodeEncryptionRoleArn": role}, wantErr: "is not kms"},
+		{name: "fenced read-only on revocation", params: kms(map[string]string{"nodeEncryptionOnRevocation": "read-only"}),
+			want: NodeEncryptionKey{Source: "kms", KMSKeyID: "alias/volumes", RoleARN: role, FenceOnRevocation: true, onRevocationSet: true}},
+		{name: "kept on revocation, said out loud", params: kms(map[string]string{"nodeEncryptionOnRevocation": "Keep"}),
+			want: NodeEncryptionKey{Source: "kms", KMSKeyID: "alias/volumes", RoleARN: role, onRevocationSet: true}},
+		{name: "unknown revocation behaviour", params: kms(map[string]string{"nodeEncryptionOnRevocation": "unmount"}),
+			wantErr: `is "unmount": want keep (the pod keeps its mount; the default) or read-only`},
+		{name: "revocation behaviour without kms", params: map[string]string{"nodeEncryption": "luks2", "nodeEncryptionOnRevocation": "read-only"},
+			wantErr: "only a key unlocked with the pod's identity can be revoked"},
 		{name: "the wrapped key is not a parameter", params: kms(map[string]string{"nodeEncryptionWrappedKey": "AAAA"}), wantErr: "not a StorageClass parameter"},
 	}
 	for _, tc := range tests {

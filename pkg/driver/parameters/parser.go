@@ -44,6 +44,9 @@ const (
 	// KeyNodeEncryptionRoleARN is the IAM role whose pods may unwrap it
 	// (nodeEncryptionKeySource: kms).
 	KeyNodeEncryptionRoleARN = volumecontext.NodeEncryptionRoleARNKey
+	// KeyNodeEncryptionOnRevocation says whether a revoked pod's volume is
+	// fenced read-only on its node (nodeEncryptionKeySource: kms).
+	KeyNodeEncryptionOnRevocation = volumecontext.NodeEncryptionOnRevocationKey
 	// KeyFSType is the filesystem the provisioner asks for.
 	KeyFSType = "csi.storage.k8s.io/fstype"
 	// KeyPVCName, KeyPVCNamespace and KeyPVName are added by the provisioner's

@@ -92,7 +92,8 @@ func (p *Parser) Volume(parameters, mutable map[string]string, capabilityFSType 
 			if v.NodeEncryption, err = volumecontext.NodeEncryption(map[string]string{key: value}); err != nil {
 				err = invalid(key, "is %q: the node encrypts with %s only (see docs/encryption.md)", value, volumecontext.NodeEncryptionLUKS2)
 			}
-		case strings.ToLower(KeyNodeEncryptionKeySource), strings.ToLower(KeyNodeEncryptionKMSKeyID), strings.ToLower(KeyNodeEncryptionRoleARN):
+		case strings.ToLower(KeyNodeEncryptionKeySource), strings.ToLower(KeyNodeEncryptionKMSKeyID), strings.ToLower(KeyNodeEncryptionRoleARN),
+			strings.ToLower(KeyNodeEncryptionOnRevocation):
 			err = v.NodeEncryptionKey.set(key, lower, value)
 		case strings.ToLower(KeyFSType):
 			fsTypeKey, paramFSType = key, value

@@ -74,7 +74,33 @@ const (
 	// bound to by its encryption context (the claim's); CreateVolume writes
 	// it, and a key wrapped without one has none.
 	NodeEncryptionKeyNamespaceKey = "nodeEncryptionKeyNamespace"
+	// NodeEncryptionOnRevocationKey says what the node does when a pod's
+	// access to a mounted volume's key is revoked (a refused republish):
+	// RevocationKeep or RevocationReadOnly.
+	NodeEncryptionOnRevocationKey = "nodeEncryptionOnRevocation"
+	// RevocationKeep leaves the pod its mount as it was (the default):
+	// the revocation is reported, and the pod loses the volume when it
+	// stops.
+	RevocationKeep = "keep"
+	// RevocationReadOnly fences the volume on that node: its filesystem
+	// is remounted read-only, for every pod there, until a later token is
+	// authorised.
+	RevocationReadOnly = "read-only"
 )
+
+// OnRevocation reads NodeEncryptionOnRevocationKey: whether a revocation
+// fences the volume read-only (RevocationKeep when it is not set). An
+// unknown value is an error.
+func OnRevocation(ctx map[string]string) (readOnly bool, err error) {
+	v, _ := lookupFold(ctx, NodeEncryptionOnRevocationKey)
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", RevocationKeep:
+		return false, nil
+	case RevocationReadOnly:
+		return true, nil
+	}
+	return false, fmt.Errorf("%s %q: want %s or %s", NodeEncryptionOnRevocationKey, v, RevocationKeep, RevocationReadOnly)
+}
 
 // KeySource returns where the key of a volume encrypted on the node comes
 // from: KeySourceSecret (also when the context does not say) or
@@ -103,6 +129,9 @@ type KMSKey struct {
 	// Namespace is the namespace its encryption context binds it to;
 	// empty for a key bound to its volume only.
 	Namespace string
+	// FenceOnRevocation: a revoked republish remounts the volume's
+	// filesystem read-only on the node (RevocationReadOnly).
+	FenceOnRevocation bool
 }
 
 // KMSKeyOf reads a KMS-sourced volume's key from its volume context. A
@@ -137,6 +166,9 @@ func KMSKeyOf(ctx map[string]string) (KMSKey, error) {
 	k.Wrapped = b
 	ns, _ := lookupFold(ctx, NodeEncryptionKeyNamespaceKey)
 	k.Namespace = strings.TrimSpace(ns)
+	if k.FenceOnRevocation, err = OnRevocation(ctx); err != nil {
+		return KMSKey{}, err
+	}
 	return k, nil
 }
 
@@ -150,6 +182,9 @@ func (k KMSKey) VolumeContext() map[string]string {
 	}
 	if k.Namespace != "" {
 		ctx[NodeEncryptionKeyNamespaceKey] = k.Namespace
+	}
+	if k.FenceOnRevocation {
+		ctx[NodeEncryptionOnRevocationKey] = RevocationReadOnly
 	}
 	return ctx
 }

@@ -64,6 +64,14 @@ func TestKMSKeyOf(t *testing.T) {
 	if got, err := KMSKeyOf(bound.VolumeContext()); err != nil || got.Namespace != "shop" {
 		t.Fatalf("round trip of a key bound to a namespace: %+v, %v", got, err)
 	}
+	if _, ok := ctx[NodeEncryptionOnRevocationKey]; ok || got.FenceOnRevocation {
+		t.Fatal("a key kept on revocation says otherwise")
+	}
+	fenced := key
+	fenced.FenceOnRevocation = true
+	if got, err := KMSKeyOf(fenced.VolumeContext()); err != nil || !got.FenceOnRevocation {
+		t.Fatalf("round trip of a key fenced on revocation: %+v, %v", got, err)
+	}
 	for _, tc := range []struct {
 		name, key, value, wantErr string
 	}{
@@ -72,6 +80,7 @@ func TestKMSKeyOf(t *testing.T) {
 		{name: "no role", key: NodeEncryptionRoleARNKey, value: " ", wantErr: "has no nodeEncryptionRoleArn"},
 		{name: "a user, not a role", key: NodeEncryptionRoleARNKey, value: "arn:aws:iam::123456789012:user/db", wantErr: "not an IAM role ARN"},
 		{name: "no key", key: NodeEncryptionKMSKeyIDKey, value: "", wantErr: "has no nodeEncryptionKmsKeyId"},
+		{name: "unknown revocation behaviour", key: NodeEncryptionOnRevocationKey, value: "unmount", wantErr: `nodeEncryptionOnRevocation "unmount": want keep or read-only`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := key.VolumeContext()
