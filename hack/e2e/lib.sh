@@ -131,7 +131,8 @@ e2e_driver_stale() {
 
 # e2e_driver_up starts Diskplane (all mode: controller and node in one
 # process, registered with the kubelet) and the CSI sidecars, unless they run
-# already with the current binary.
+# already with the current binary. The emulator's reads are consistent, so
+# the longest they lag (--visibility-timeout) is its own, not EC2's.
 e2e_driver_up() {
   if lc_pid_alive driver-plugin; then
     if ! e2e_driver_stale; then
@@ -148,7 +149,7 @@ e2e_driver_up() {
   read -r -a extra <<<"${PLUGIN_ARGS:-}"
   "$lc_here/driver.sh" up "$e2e_diskplane" --mode=all --driver-name="$DRIVER_NAME" \
     --endpoint="unix://$e2e_socket" --kubelet-registration-path="$e2e_socket" \
-    --device-link-dir="$e2e_links" --emulator-loop-devices --kubeconfig="$lc_kubeconfig" -v=4 "${extra[@]}"
+    --device-link-dir="$e2e_links" --emulator-loop-devices --kubeconfig="$lc_kubeconfig" --visibility-timeout=2s -v=4 "${extra[@]}"
   lc_wait "driver $DRIVER_NAME registered on the node" 60 e2e_driver_registered ||
     lc_die "the kubelet did not register $DRIVER_NAME; see $lc_logs/driver-plugin.log"
 }
