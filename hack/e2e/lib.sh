@@ -131,8 +131,9 @@ e2e_driver_stale() {
 
 # e2e_driver_up starts Diskplane (all mode: controller and node in one
 # process, registered with the kubelet) and the CSI sidecars, unless they run
-# already with the current binary. The emulator's reads are consistent, so
-# the longest they lag (--visibility-timeout) is its own, not EC2's.
+# already with the current binary. The emulator's reads lag only while a
+# test arms its eventual-consistency fault, for seconds: --visibility-timeout
+# is 20 s, not EC2's two minutes (values-local-cluster.yaml says more).
 e2e_driver_up() {
   if lc_pid_alive driver-plugin; then
     if ! e2e_driver_stale; then
@@ -149,7 +150,7 @@ e2e_driver_up() {
   read -r -a extra <<<"${PLUGIN_ARGS:-}"
   "$lc_here/driver.sh" up "$e2e_diskplane" --mode=all --driver-name="$DRIVER_NAME" \
     --endpoint="unix://$e2e_socket" --kubelet-registration-path="$e2e_socket" \
-    --device-link-dir="$e2e_links" --emulator-loop-devices --kubeconfig="$lc_kubeconfig" --visibility-timeout=2s -v=4 "${extra[@]}"
+    --device-link-dir="$e2e_links" --emulator-loop-devices --kubeconfig="$lc_kubeconfig" --visibility-timeout=20s -v=4 "${extra[@]}"
   lc_wait "driver $DRIVER_NAME registered on the node" 60 e2e_driver_registered ||
     lc_die "the kubelet did not register $DRIVER_NAME; see $lc_logs/driver-plugin.log"
 }

@@ -59,7 +59,17 @@ func TestNVMeTargetLooksLikeNitro(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := filepath.Base(d.Device)
-	if got := readTrim(filepath.Join("/sys/block", name, "device", "serial")); got != "vol0000000000000000a" {
+	// The node VM's kernel once answered the read of the serial number
+	// empty right after the namespace appeared (CI at 057b86f; the model,
+	// read next, was there): give it a moment, as the node's device
+	// discovery does by retrying.
+	serial := filepath.Join("/sys/block", name, "device", "serial")
+	got, deadline := readTrim(serial), time.Now().Add(5*time.Second)
+	for got == "" && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		got = readTrim(serial)
+	}
+	if got != "vol0000000000000000a" {
 		t.Errorf("serial number %q, want the volume ID without its dash", got)
 	}
 	if got := strings.TrimSpace(readTrim(filepath.Join("/sys/block", name, "device", "model"))); got != "Amazon Elastic Block Store" {
