@@ -92,7 +92,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 		"where the kubelet puts the pods' service-account tokens, the only place the node takes them from: csidriver (as the driver's CSIDriver object's "+
 			"serviceAccountTokenInSecrets says, read through the Kubernetes API), volume-context or secrets (for a node that cannot read it)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "",
-		"kubeconfig of the Kubernetes API the node reads its CSIDriver from, for a plugin run outside a pod; empty: the pod's service account")
+		"kubeconfig of the Kubernetes API the node reads its CSIDriver from and records events on pods through, for a plugin run outside a pod; empty: the pod's service account")
 	fs.BoolVar(&f.windowsHostProcess, "windows-host-process", false,
 		"Windows nodes in a HostProcess pod: do csi-proxy's disk, volume and filesystem operations in this process with its v2 library, instead of asking the csi-proxy service over its named pipes")
 	fs.StringVar(&f.windowsStateDir, "windows-state-dir", "",
