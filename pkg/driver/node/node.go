@@ -30,6 +30,7 @@ import (
 	"github.com/diskplane/diskplane/pkg/inflight"
 	"github.com/diskplane/diskplane/pkg/mounter"
 	"github.com/diskplane/diskplane/pkg/podevents"
+	"github.com/diskplane/diskplane/pkg/tokenplace"
 )
 
 // Topology keys the node reports. The zone key is the one volumes carry, so
@@ -87,11 +88,6 @@ type TokenPlacer interface {
 	TokensInSecrets(ctx context.Context) (bool, error)
 }
 
-// tokensInVolumeContext is the kubelet's default place.
-type tokensInVolumeContext struct{}
-
-func (tokensInVolumeContext) TokensInSecrets(context.Context) (bool, error) { return false, nil }
-
 // PodEventer records warnings on pods through the Kubernetes API
 // (podevents.Recorder), for what a pod's owner must see beside the
 // kubelet's own events.
@@ -140,7 +136,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	tokenPlace := cfg.TokenPlace
 	if tokenPlace == nil {
-		tokenPlace = tokensInVolumeContext{}
+		tokenPlace = tokenplace.Fixed(false) // the kubelet's default
 	}
 	return &Service{
 		os:         cfg.Mounter,
