@@ -18,7 +18,8 @@ import (
 )
 
 // twoInstances declares the local instance and a second one in the same
-// zone, plus one in another zone.
+// zone, plus one in another zone (backend.instance 0, 1 and 2; moto picks
+// IDs of its own).
 func twoInstances() emulatortest.Options {
 	return emulatortest.Options{Instances: []model.InstanceSpec{
 		{ID: "i-0000000000000000a", Zone: "us-east-1a", Local: true},
@@ -27,15 +28,10 @@ func twoInstances() emulatortest.Options {
 	}}
 }
 
-const (
-	instanceA     = "i-0000000000000000a"
-	instanceB     = "i-0000000000000000b"
-	instanceOther = "i-0000000000000000c"
-)
-
 func TestAttachVolume(t *testing.T) {
 	t.Parallel()
 	c, env := start(t, twoInstances())
+	instanceA, instanceB, instanceOther := env.instance(0), env.instance(1), env.instance(2)
 	zoneA := &CreateVolumeOptions{SizeGiB: 1, Zone: "us-east-1a"}
 	vol := mustCreate(t, c, "pvc-1", zoneA)
 	shared := mustCreate(t, c, "pvc-shared", &CreateVolumeOptions{SizeGiB: 10, Zone: "us-east-1a", Type: VolumeTypeIO2, IOPS: 1000, MultiAttach: true})
@@ -73,6 +69,7 @@ func TestAttachVolume(t *testing.T) {
 		}
 	})
 	t.Run("multi-attach", func(t *testing.T) {
+		emulatorOnly(t, "keeps one attachment per volume: AttachVolume of an attached multi-attach volume replaces its attachment")
 		if _, err := c.AttachVolume(testContext(t), shared.ID, instanceA, AttachOptions{}); err != nil {
 			t.Fatalf("attach to %s: %v", instanceA, err)
 		}
@@ -89,17 +86,22 @@ func TestAttachVolume(t *testing.T) {
 	})
 
 	errorCases := []struct {
-		name     string
-		volume   func() string
-		instance string
-		want     error
+		name      string
+		volume    func() string
+		instance  string
+		want      error
+		motoLacks string
 	}{
-		{"missing volume", func() string { return "vol-0123456789abcdef0" }, instanceA, ErrNotFound},
-		{"missing instance", func() string { return mustCreate(t, c, "pvc-2", zoneA).ID }, "i-0123456789abcdef0", ErrNotFound},
-		{"other zone", func() string { return mustCreate(t, c, "pvc-3", zoneA).ID }, instanceOther, ErrInvalidArgument},
+		{"missing volume", func() string { return "vol-0123456789abcdef0" }, instanceA, ErrNotFound, ""},
+		{"missing instance", func() string { return mustCreate(t, c, "pvc-2", zoneA).ID }, "i-0123456789abcdef0", ErrNotFound, ""},
+		{"other zone", func() string { return mustCreate(t, c, "pvc-3", zoneA).ID }, instanceOther, ErrInvalidArgument,
+			"attaches a volume to an instance in another zone (EC2: InvalidVolume.ZoneMismatch)"},
 	}
 	for _, tc := range errorCases {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.motoLacks != "" {
+				emulatorOnly(t, tc.motoLacks)
+			}
 			_, err := c.AttachVolume(testContext(t), tc.volume(), tc.instance, AttachOptions{})
 			wantErr(t, err, tc.want)
 		})
@@ -132,7 +134,7 @@ func TestAttachDecidesFromTheCallersRead(t *testing.T) {
 			zoneA := &CreateVolumeOptions{SizeGiB: 1, Zone: "us-east-1a"}
 			vol, other := mustCreate(t, c, "pvc-read", zoneA), mustCreate(t, c, "pvc-other", zoneA)
 			before := env.Calls("DescribeVolumes")
-			if _, err := c.AttachVolume(testContext(t), vol.ID, instanceA, AttachOptions{Read: tc.read(vol, other)}); err != nil {
+			if _, err := c.AttachVolume(testContext(t), vol.ID, env.instance(0), AttachOptions{Read: tc.read(vol, other)}); err != nil {
 				t.Fatal(err)
 			}
 			if n := env.Calls("DescribeVolumes") - before; n != tc.wantDescribes {
@@ -147,7 +149,8 @@ func TestAttachDecidesFromTheCallersRead(t *testing.T) {
 
 func TestAttachAwaitsAttachmentInProgress(t *testing.T) {
 	t.Parallel()
-	c, env := start(t, emulatortest.Options{Latencies: model.Latencies{Attach: 300 * time.Millisecond}})
+	c, env := startEmulator(t, emulatortest.Options{Latencies: model.Latencies{Attach: 300 * time.Millisecond}},
+		"has no attaching phase: a volume is attached as AttachVolume answers")
 	vol := mustCreate(t, c, "pvc-1", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
 	inst := env.LocalInstance().ID
 	if _, err := rawClient(env).AttachVolume(testContext(t), &ec2.AttachVolumeInput{
@@ -169,6 +172,7 @@ func TestAttachAwaitsAttachmentInProgress(t *testing.T) {
 // volumes on one instance: EC2 refuses the second, which takes another name.
 func TestAttachRetriesDeviceNameInUse(t *testing.T) {
 	t.Parallel()
+	emulatorOnly(t, "has no latency to inject and never refuses a device name in use (a second attachment as the same device replaces the first in the instance's mapping)")
 	env := emulatortest.Start(t, emulatortest.Options{Faults: faults.Config{
 		Latency: map[string]faults.Duration{"AttachVolume": faults.Duration(2 * time.Second)},
 	}})
@@ -207,7 +211,8 @@ func TestAttachRetriesDeviceNameInUse(t *testing.T) {
 // the round-robin wraps is the allocator's own test.)
 func TestConcurrentAttachesToOneInstance(t *testing.T) {
 	t.Parallel()
-	c, env := start(t, emulatortest.Options{Latencies: model.Latencies{Attach: 200 * time.Millisecond}})
+	c, env := startEmulator(t, emulatortest.Options{Latencies: model.Latencies{Attach: 200 * time.Millisecond}},
+		"has no attaching phase, so attaches to one instance do not overlap, and never refuses a device name in use")
 	inst := env.LocalInstance().ID
 	const n = 12
 	vols := make([]string, n)
@@ -251,6 +256,7 @@ func TestConcurrentAttachesToOneInstance(t *testing.T) {
 
 func TestStuckAttachIsDetached(t *testing.T) {
 	t.Parallel()
+	emulatorOnly(t, "cannot leave an attachment stuck in attaching")
 	env := emulatortest.Start(t, emulatortest.Options{Faults: faults.Config{StuckAttach: faults.StuckAttach{Next: 1}}})
 	cfg := testConfig()
 	cfg.AttachStuckTimeout = 200 * time.Millisecond
@@ -274,7 +280,8 @@ func TestStuckAttachIsDetached(t *testing.T) {
 
 func TestAttachmentLimit(t *testing.T) {
 	t.Parallel()
-	c, env := start(t, emulatortest.Options{Instances: []model.InstanceSpec{{Type: "m5.large", NetworkInterfaces: 3, Local: true}}})
+	c, env := startEmulator(t, emulatortest.Options{Instances: []model.InstanceSpec{{Type: "m5.large", NetworkInterfaces: 3, Local: true}}},
+		"does not enforce an instance's attachment limit (AttachmentLimitExceeded)")
 	inst := env.LocalInstance().ID
 	// 28 shared slots: the root volume and three network interfaces take 4.
 	for i := range 24 {
@@ -290,7 +297,8 @@ func TestAttachmentLimit(t *testing.T) {
 
 func TestDetachVolume(t *testing.T) {
 	t.Parallel()
-	c, _ := start(t, twoInstances())
+	c, env := start(t, twoInstances())
+	instanceA, instanceB := env.instance(0), env.instance(1)
 	zoneA := &CreateVolumeOptions{SizeGiB: 1, Zone: "us-east-1a"}
 	attached := mustCreate(t, c, "pvc-1", zoneA)
 	onB := mustCreate(t, c, "pvc-2", zoneA)
@@ -324,7 +332,8 @@ func TestDetachVolume(t *testing.T) {
 
 func TestDetachWaitsUntilDetached(t *testing.T) {
 	t.Parallel()
-	c, env := start(t, emulatortest.Options{Latencies: model.Latencies{Detach: 300 * time.Millisecond}})
+	c, env := startEmulator(t, emulatortest.Options{Latencies: model.Latencies{Detach: 300 * time.Millisecond}},
+		"has no detaching phase: a volume is detached as DetachVolume answers")
 	vol := mustCreate(t, c, "pvc-1", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
 	inst := env.LocalInstance().ID
 	if _, err := c.AttachVolume(testContext(t), vol.ID, inst, AttachOptions{}); err != nil {

@@ -43,7 +43,7 @@ func getConcurrently(t *testing.T, c Cloud, ids []string) map[string]error {
 }
 
 // createMany creates n volumes at once and returns their IDs.
-func createMany(t *testing.T, env *emulatortest.Env, n int) []string {
+func createMany(t *testing.T, env testEC2, n int) []string {
 	t.Helper()
 	c := newCloud(t, env, testConfig())
 	ids := make([]string, n)
@@ -61,7 +61,7 @@ func createMany(t *testing.T, env *emulatortest.Env, n int) []string {
 
 func TestConcurrentGetVolumeIsBatched(t *testing.T) {
 	t.Parallel()
-	env := emulatortest.Start(t, emulatortest.Options{})
+	env := startBackend(t, emulatortest.Options{})
 	ids := createMany(t, env, 100)
 	tests := []struct {
 		name     string
@@ -98,7 +98,7 @@ func TestConcurrentGetVolumeIsBatched(t *testing.T) {
 // of its IDs does not exist; only that ID's caller may see the error.
 func TestBadIDDoesNotFailTheBatch(t *testing.T) {
 	t.Parallel()
-	env := emulatortest.Start(t, emulatortest.Options{})
+	env := startBackend(t, emulatortest.Options{})
 	ids := createMany(t, env, 20)
 	c := newCloud(t, env, batchingConfig())
 	const missing, malformed = "vol-0123456789abcdef0", "vol-bogus"
@@ -124,7 +124,7 @@ func TestConcurrentGetInstanceIsBatched(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			id := []string{instanceA, instanceB, instanceOther}[i%3]
+			id := env.instance(i % 3)
 			in, err := c.GetInstance(testContext(t), id)
 			if err != nil || in.ID != id {
 				t.Errorf("GetInstance(%s) = %+v, %v", id, in, err)
@@ -153,7 +153,7 @@ func TestClosedCloudIsUnavailable(t *testing.T) {
 // with batching disabled, which shows what the bound is measured against.
 func TestEveryBatchedLookupIsBatched(t *testing.T) {
 	t.Parallel()
-	env := emulatortest.Start(t, emulatortest.Options{})
+	env := startBackend(t, emulatortest.Options{})
 	const n = 30
 	volumeIDs := createMany(t, env, n)
 	setup := newCloud(t, env, testConfig())
@@ -258,7 +258,7 @@ func TestEveryBatchedLookupIsBatched(t *testing.T) {
 // DescribeSnapshots for one unknown ID; only that ID's caller may see it.
 func TestBadSnapshotIDDoesNotFailTheBatch(t *testing.T) {
 	t.Parallel()
-	env := emulatortest.Start(t, emulatortest.Options{})
+	env := startBackend(t, emulatortest.Options{})
 	setup := newCloud(t, env, testConfig())
 	var ids []string
 	for i, vol := range createMany(t, env, 10) {
@@ -305,7 +305,7 @@ func TestBadSnapshotIDDoesNotFailTheBatch(t *testing.T) {
 func TestLookupsWhileThrottledShareTheTick(t *testing.T) {
 	t.Parallel()
 	const grid = time.Second
-	env := emulatortest.Start(t, emulatortest.Options{})
+	env := startBackend(t, emulatortest.Options{})
 	ids := createMany(t, env, 3)
 	tests := []struct {
 		name      string

@@ -29,16 +29,15 @@ func isolateSDK(t *testing.T) {
 // environment, as a Deployment does: region, endpoint and credentials.
 func TestNewUsesTheStandardChain(t *testing.T) {
 	isolateSDK(t)
-	env := emulatortest.Start(t, emulatortest.Options{})
-	env.Setenv(t)
+	env := setenvBackend(t)
 	c, err := New(testContext(t), testConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
 	v := mustCreate(t, c, "pvc-env", &CreateVolumeOptions{SizeGiB: 1})
-	if n := len(namedVolumes(env)["pvc-env"]); n != 1 || v.Zone == "" {
-		t.Errorf("volume %+v; the emulator holds %d such volumes", v, n)
+	if n := len(namedVolumes(t, env)["pvc-env"]); n != 1 || v.Zone == "" {
+		t.Errorf("volume %+v; EC2 holds %d such volumes", v, n)
 	}
 	if err := c.HealthCheck(testContext(t)); err != nil {
 		t.Errorf("HealthCheck: %v", err)
@@ -46,6 +45,7 @@ func TestNewUsesTheStandardChain(t *testing.T) {
 }
 
 func TestNewFindsTheRegion(t *testing.T) {
+	emulatorOnly(t, "serves no instance metadata (IMDS) to find the region in")
 	env := emulatortest.Start(t, emulatortest.Options{})
 	tests := []struct {
 		name     string
@@ -106,9 +106,9 @@ func (h *headerRecorder) Do(req *http.Request) (*http.Response, error) {
 
 func TestUserAgentNamesDiskplane(t *testing.T) {
 	t.Parallel()
-	env := emulatortest.Start(t, emulatortest.Options{})
+	env := startBackend(t, emulatortest.Options{})
 	rec := &headerRecorder{}
-	awsCfg := awsConfig(env)
+	awsCfg := env.AWSConfig("AKIDTEST", "test-secret")
 	awsCfg.HTTPClient = rec
 	cfg := testConfig()
 	cfg.UserAgentExtra = "helm"
@@ -132,6 +132,7 @@ func TestUserAgentNamesDiskplane(t *testing.T) {
 
 func TestHealthCheck(t *testing.T) {
 	t.Parallel()
+	emulatorOnly(t, "has no fault injection to deny or fail DescribeAvailabilityZones")
 	env := emulatortest.Start(t, emulatortest.Options{})
 	denied := faults.Config{Unauthorized: []string{"DescribeAvailabilityZones"}}
 
@@ -179,7 +180,7 @@ func TestAvailabilityZones(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := env.Cloud().Zones()
+	want := describedZones(t, env)
 	if len(zones) != len(want) {
 		t.Fatalf("zones %v, want %v", zones, want)
 	}
@@ -191,7 +192,7 @@ func TestAvailabilityZones(t *testing.T) {
 	if _, err := c.AvailabilityZones(testContext(t)); err != nil {
 		t.Fatal(err)
 	}
-	if n := env.Calls("DescribeAvailabilityZones"); n != 1 {
-		t.Errorf("%d DescribeAvailabilityZones calls; the list should be cached", n)
+	if n := env.Calls("DescribeAvailabilityZones"); n != 2 {
+		t.Errorf("%d DescribeAvailabilityZones calls, the test's own included; want 2: the list should be cached", n)
 	}
 }

@@ -29,10 +29,10 @@ func TestAttachUnderClockSkew(t *testing.T) {
 	for _, skew := range []time.Duration{-3 * time.Minute, 3 * time.Minute} {
 		t.Run(fmt.Sprint(skew), func(t *testing.T) {
 			t.Parallel()
-			c, env := start(t, emulatortest.Options{
+			c, env := startEmulator(t, emulatortest.Options{
 				Latencies: model.Latencies{Attach: 300 * time.Millisecond},
 				Faults:    faults.Config{ClockSkew: faults.Duration(skew)},
-			})
+			}, motoLacksFaults)
 			vol := mustCreate(t, c, "pvc-skew", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
 			if _, err := c.AttachVolume(testContext(t), vol.ID, env.LocalInstance().ID, AttachOptions{}); err != nil {
 				t.Fatalf("AttachVolume: %v", err)
@@ -49,6 +49,7 @@ func TestAttachUnderClockSkew(t *testing.T) {
 // merely not visible yet must not be taken for lost (and made again).
 func TestCreateVolumeUnderClockSkew(t *testing.T) {
 	t.Parallel()
+	emulatorOnly(t, motoLacksFaults)
 	env := emulatortest.Start(t, emulatortest.Options{Faults: faults.Config{
 		ClockSkew: faults.Duration(-3 * time.Minute), EventualConsistency: faults.Duration(500 * time.Millisecond),
 	}})
@@ -57,7 +58,7 @@ func TestCreateVolumeUnderClockSkew(t *testing.T) {
 	if _, err := newCloud(t, env, cfg).CreateVolume(testContext(t), "pvc-late", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()}); err != nil {
 		t.Fatal(err)
 	}
-	if named := namedVolumes(env)["pvc-late"]; len(named) != 1 {
+	if named := namedVolumes(t, env)["pvc-late"]; len(named) != 1 {
 		t.Fatalf("volumes named pvc-late: %v, want exactly one", named)
 	}
 }
@@ -69,6 +70,7 @@ func TestCreateVolumeUnderClockSkew(t *testing.T) {
 func TestCreateVolumeRecoversFromUnusableKMSKey(t *testing.T) {
 	t.Parallel()
 	const key = "arn:aws:kms:us-east-1:123456789012:key/locked"
+	emulatorOnly(t, motoLacksFaults)
 	env := emulatortest.Start(t, emulatortest.Options{
 		// A failed volume stays in "error" a moment, as on EC2.
 		Latencies: model.Latencies{VolumeDelete: time.Second},
@@ -116,6 +118,7 @@ func TestCreateVolumeParameterChangeMakesNoSecondVolume(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			emulatorOnly(t, motoLacksFaults)
 			env := emulatortest.Start(t, emulatortest.Options{Faults: faults.Config{
 				EventualConsistency: faults.Duration(time.Second),
 				CommitThenFail:      []faults.CommitFailRule{{Action: "CreateVolume", Mode: faults.FailStall, Probability: 1, Count: 1}},
@@ -126,7 +129,7 @@ func TestCreateVolumeParameterChangeMakesNoSecondVolume(t *testing.T) {
 			if _, err := c.CreateVolume(ctx, "pvc-p", &CreateVolumeOptions{SizeGiB: 1, Zone: "us-east-1a"}); err == nil {
 				t.Fatal("the stalled CreateVolume succeeded")
 			}
-			made := namedVolumes(env)["pvc-p"]
+			made := namedVolumes(t, env)["pvc-p"]
 			if len(made) != 1 {
 				t.Fatalf("the stalled request made %v", made)
 			}
@@ -146,7 +149,7 @@ func TestCreateVolumeParameterChangeMakesNoSecondVolume(t *testing.T) {
 			if err == nil && vol.ID != made[0] {
 				t.Errorf("returned %s, want the first attempt's %s", vol.ID, made[0])
 			}
-			if named := namedVolumes(env)["pvc-p"]; len(named) != 1 {
+			if named := namedVolumes(t, env)["pvc-p"]; len(named) != 1 {
 				t.Fatalf("volumes named pvc-p: %v, want only %s", named, made[0])
 			}
 		})
@@ -162,9 +165,9 @@ func TestCreateSnapshotAfterCommitThenFail(t *testing.T) {
 	for _, mode := range []string{faults.FailInternalError, faults.FailUnavailable, faults.FailReset, faults.FailStall} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			c, env := start(t, emulatortest.Options{Faults: faults.Config{
+			c, env := startEmulator(t, emulatortest.Options{Faults: faults.Config{
 				EventualConsistency: faults.Duration(time.Second),
-			}})
+			}}, motoLacksFaults)
 			vol := mustCreate(t, c, "pvc-s", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
 			// A new controller waits for what its predecessor may have
 			// made; this test is about its own requests.
@@ -199,9 +202,9 @@ func TestCreateSnapshotAfterCommitThenFail(t *testing.T) {
 // modification (here: over the volume's budget of one a day).
 func TestModifyVolumeAfterCommitThenFail(t *testing.T) {
 	t.Parallel()
-	c, env := start(t, emulatortest.Options{ModificationsPerDay: 1, Faults: faults.Config{
+	c, env := startEmulator(t, emulatortest.Options{ModificationsPerDay: 1, Faults: faults.Config{
 		CommitThenFail: []faults.CommitFailRule{{Action: "ModifyVolume", Mode: faults.FailInternalError, Probability: 1, Count: 1}},
-	}})
+	}}, motoLacksFaults)
 	vol := mustCreate(t, c, "pvc-m", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
 	got, err := c.ModifyVolume(testContext(t), vol.ID, VolumeModification{SizeGiB: 2})
 	if err != nil {
@@ -224,7 +227,7 @@ func TestModifyVolumeAfterCommitThenFail(t *testing.T) {
 // must not make a second one.
 func TestCreateSnapshotAgainUnderStaleReads(t *testing.T) {
 	t.Parallel()
-	c, env := start(t, emulatortest.Options{Latencies: model.Latencies{Snapshot: time.Second}})
+	c, env := startEmulator(t, emulatortest.Options{Latencies: model.Latencies{Snapshot: time.Second}}, motoLacksFaults)
 	vol := mustCreate(t, c, "pvc-stale", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
 	time.Sleep(testConfig().VisibilityTimeout) // past a new controller's wait for its predecessor
 	if err := env.Faults().Patch([]byte(`{"staleReads": {"maxLag": "1s", "probability": 1}}`)); err != nil {
@@ -253,6 +256,7 @@ func TestCreateSnapshotAgainUnderStaleReads(t *testing.T) {
 // not visible yet right after the answer is not lost.
 func TestCreateVolumeLostWindowCountsFromTheAnswer(t *testing.T) {
 	t.Parallel()
+	emulatorOnly(t, motoLacksFaults)
 	env := emulatortest.Start(t, emulatortest.Options{Faults: faults.Config{
 		EventualConsistency: faults.Duration(500 * time.Millisecond),
 		Throttle: faults.Throttle{Enabled: true, Mutating: faults.Bucket{Size: 1, RefillPerSecond: 0.5},
@@ -268,7 +272,7 @@ func TestCreateVolumeLostWindowCountsFromTheAnswer(t *testing.T) {
 	if n := env.CallsWithCode("CreateVolume", "RequestLimitExceeded"); n == 0 {
 		t.Fatal("CreateVolume was not throttled; the test means nothing")
 	}
-	if named := namedVolumes(env)["pvc-throttled"]; len(named) != 1 {
+	if named := namedVolumes(t, env)["pvc-throttled"]; len(named) != 1 {
 		t.Fatalf("volumes named pvc-throttled: %v, want exactly one", named)
 	}
 }
@@ -278,9 +282,9 @@ func TestCreateVolumeLostWindowCountsFromTheAnswer(t *testing.T) {
 // the first ID); once deleted, a new one is made.
 func TestCreateSnapshotFailedIsNotReplaced(t *testing.T) {
 	t.Parallel()
-	c, env := start(t, emulatortest.Options{Faults: faults.Config{
+	c, env := startEmulator(t, emulatortest.Options{Faults: faults.Config{
 		AsyncFailures: []faults.AsyncFailureRule{{Action: "CreateSnapshot", Probability: 1, Count: 1}},
-	}})
+	}}, motoLacksFaults)
 	vol := mustCreate(t, c, "pvc-f", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
 	time.Sleep(testConfig().VisibilityTimeout) // past a new controller's wait for its predecessor
 	first, err := c.CreateSnapshot(testContext(t), "snap-f", vol.ID, nil)

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -31,32 +29,16 @@ func testConfig() Config {
 	}
 }
 
-// awsConfig is an SDK configuration for the emulator with static credentials.
-func awsConfig(env *emulatortest.Env) aws.Config {
-	return aws.Config{
-		Region:       env.Region(),
-		BaseEndpoint: aws.String(env.EC2URL),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "test-secret", ""),
-	}
-}
-
-// newCloud starts a Cloud against the emulator, closed when the test ends.
+// newCloud starts a Cloud against the backend, closed when the test ends.
 // Each call is a fresh process as far as the cloud layer is concerned.
-func newCloud(t testing.TB, env *emulatortest.Env, cfg Config) *ec2Cloud {
+func newCloud(t testing.TB, b testEC2, cfg Config) *ec2Cloud {
 	t.Helper()
-	c, err := NewFromAWSConfig(awsConfig(env), cfg)
+	c, err := NewFromAWSConfig(b.AWSConfig("AKIDTEST", "test-secret"), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
 	return c.(*ec2Cloud)
-}
-
-// start runs an emulator and a Cloud with the test configuration.
-func start(t testing.TB, opts emulatortest.Options) (*ec2Cloud, *emulatortest.Env) {
-	t.Helper()
-	env := emulatortest.Start(t, opts)
-	return newCloud(t, env, testConfig()), env
 }
 
 // testContext is a context with a deadline, as every CSI call has.
@@ -77,9 +59,9 @@ func mustCreate(t testing.TB, c Cloud, name string, opts *CreateVolumeOptions) *
 	return v
 }
 
-// rawClient is an SDK client on the emulator, for setting up state behind
+// rawClient is an SDK client on the backend, for setting up state behind
 // the cloud layer's back (as an operator or another controller would).
-func rawClient(env *emulatortest.Env) *ec2.Client { return env.EC2Client() }
+func rawClient(b testEC2) *ec2.Client { return b.EC2Client() }
 
 // wantErr checks that err wraps want (nil: no error).
 func wantErr(t testing.TB, err, want error) {
@@ -97,7 +79,7 @@ func wantErr(t testing.TB, err, want error) {
 
 func TestNewFromAWSConfigRegistersMetrics(t *testing.T) {
 	t.Parallel()
-	env := emulatortest.Start(t, emulatortest.Options{})
+	env := startBackend(t, emulatortest.Options{})
 	reg := prometheus.NewRegistry()
 	cfg := testConfig()
 	cfg.Registerer = reg
@@ -122,7 +104,7 @@ func TestNewFromAWSConfigRegistersMetrics(t *testing.T) {
 	if !found {
 		t.Errorf("no DescribeAvailabilityZones request recorded in %v", families)
 	}
-	if _, err := NewFromAWSConfig(awsConfig(env), cfg); err == nil {
+	if _, err := NewFromAWSConfig(env.AWSConfig("AKIDTEST", "test-secret"), cfg); err == nil {
 		t.Error("a second Cloud registered the same metrics without error")
 	}
 }

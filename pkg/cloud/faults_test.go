@@ -47,12 +47,12 @@ func lifecycle(t *testing.T, c Cloud, instanceID string, n int) {
 // every call must still succeed, the throttling showing only as retries.
 func TestThrottlingOnlyDelays(t *testing.T) {
 	t.Parallel()
-	c, env := start(t, emulatortest.Options{Faults: faults.Config{Throttle: faults.Throttle{
+	c, env := startEmulator(t, emulatortest.Options{Faults: faults.Config{Throttle: faults.Throttle{
 		Enabled:            true,
 		Mutating:           faults.Bucket{Size: 2, RefillPerSecond: 20},
 		Describe:           faults.Bucket{Size: 3, RefillPerSecond: 30},
 		UnfilteredDescribe: faults.Bucket{Size: 3, RefillPerSecond: 30},
-	}}})
+	}}}, motoLacksFaults)
 	lifecycle(t, c, env.LocalInstance().ID, 4)
 	throttled := 0
 	for _, action := range []string{"CreateVolume", "AttachVolume", "DetachVolume", "DeleteVolume", "DescribeVolumes", "DescribeInstances"} {
@@ -68,13 +68,13 @@ func TestThrottlingOnlyDelays(t *testing.T) {
 
 func TestInjectedServerErrorsAreRetried(t *testing.T) {
 	t.Parallel()
-	c, env := start(t, emulatortest.Options{Faults: faults.Config{
+	c, env := startEmulator(t, emulatortest.Options{Faults: faults.Config{
 		Seed: 7,
 		Errors: []faults.ErrorRule{
 			{Action: "*", Code: faults.CodeInternalError, Probability: 0.2},
 			{Action: "*", Code: faults.CodeUnavailable, Probability: 0.1},
 		},
-	}})
+	}}, motoLacksFaults)
 	lifecycle(t, c, env.LocalInstance().ID, 10)
 	injected := 0
 	for _, action := range []string{"CreateVolume", "AttachVolume", "DetachVolume", "DeleteVolume", "DescribeVolumes", "DescribeInstances"} {
@@ -90,9 +90,9 @@ func TestInjectedServerErrorsAreRetried(t *testing.T) {
 
 func TestFailingUntilTheDeadline(t *testing.T) {
 	t.Parallel()
-	c, _ := start(t, emulatortest.Options{Faults: faults.Config{Errors: []faults.ErrorRule{
+	c, _ := startEmulator(t, emulatortest.Options{Faults: faults.Config{Errors: []faults.ErrorRule{
 		{Action: "DescribeAvailabilityZones", Code: faults.CodeUnavailable, Probability: 1},
-	}}})
+	}}}, motoLacksFaults)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	_, err := c.AvailabilityZones(ctx)
@@ -103,7 +103,7 @@ func TestFailingUntilTheDeadline(t *testing.T) {
 
 func TestWaitEndsWithTheDeadline(t *testing.T) {
 	t.Parallel()
-	c, env := start(t, emulatortest.Options{Faults: faults.Config{StuckAttach: faults.StuckAttach{Next: 1}}})
+	c, env := startEmulator(t, emulatortest.Options{Faults: faults.Config{StuckAttach: faults.StuckAttach{Next: 1}}}, motoLacksFaults)
 	vol := mustCreate(t, c, "pvc-1", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -123,6 +123,7 @@ func TestWaitEndsWithTheDeadline(t *testing.T) {
 
 func TestCallWithoutDeadlineGetsDefault(t *testing.T) {
 	t.Parallel()
+	emulatorOnly(t, motoLacksFaults)
 	env := emulatortest.Start(t, emulatortest.Options{Faults: faults.Config{Errors: []faults.ErrorRule{
 		{Action: "DescribeAvailabilityZones", Code: faults.CodeInternalError, Probability: 1},
 	}}})

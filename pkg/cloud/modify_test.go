@@ -13,7 +13,7 @@ import (
 
 func TestModifyVolume(t *testing.T) {
 	t.Parallel()
-	c, env := start(t, emulatortest.Options{ModificationsPerDay: -1})
+	c, env := start(t, emulatortest.Options{})
 	tests := []struct {
 		name      string
 		create    CreateVolumeOptions
@@ -21,22 +21,27 @@ func TestModifyVolume(t *testing.T) {
 		want      func(v *Volume) bool
 		wantCalls int
 		err       error
+		motoLacks string
 	}{
 		{"grow", CreateVolumeOptions{SizeGiB: 1}, VolumeModification{SizeGiB: 3},
-			func(v *Volume) bool { return v.SizeGiB == 3 }, 1, nil},
+			func(v *Volume) bool { return v.SizeGiB == 3 }, 1, nil, ""},
 		{"gp2 to gp3 with IOPS and throughput", CreateVolumeOptions{SizeGiB: 10, Type: VolumeTypeGP2},
 			VolumeModification{Type: VolumeTypeGP3, IOPS: 4000, Throughput: 200},
-			func(v *Volume) bool { return v.Type == VolumeTypeGP3 && v.IOPS == 4000 && v.Throughput == 200 }, 1, nil},
+			func(v *Volume) bool { return v.Type == VolumeTypeGP3 && v.IOPS == 4000 && v.Throughput == 200 }, 1, nil, ""},
 		{"what the volume already is", CreateVolumeOptions{SizeGiB: 5}, VolumeModification{SizeGiB: 5, Type: VolumeTypeGP3},
-			func(v *Volume) bool { return v.SizeGiB == 5 }, 0, nil},
+			func(v *Volume) bool { return v.SizeGiB == 5 }, 0, nil, ""},
 		{"nothing", CreateVolumeOptions{SizeGiB: 5}, VolumeModification{},
-			func(v *Volume) bool { return v.SizeGiB == 5 }, 0, nil},
+			func(v *Volume) bool { return v.SizeGiB == 5 }, 0, nil, ""},
 		{"a size it already exceeds", CreateVolumeOptions{SizeGiB: 5}, VolumeModification{SizeGiB: 4},
-			func(v *Volume) bool { return v.SizeGiB == 5 }, 0, nil},
-		{"IOPS EC2 refuses", CreateVolumeOptions{SizeGiB: 5}, VolumeModification{IOPS: 1}, nil, 1, ErrInvalidArgument},
+			func(v *Volume) bool { return v.SizeGiB == 5 }, 0, nil, ""},
+		{"IOPS EC2 refuses", CreateVolumeOptions{SizeGiB: 5}, VolumeModification{IOPS: 1}, nil, 1, ErrInvalidArgument,
+			"accepts any IOPS in ModifyVolume (EC2: gp3 from 3,000, InvalidParameterValue below)"},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.motoLacks != "" {
+				emulatorOnly(t, tc.motoLacks)
+			}
 			vol := mustCreate(t, c, "pvc-"+string(rune('a'+i)), &tc.create)
 			before := env.Calls("ModifyVolume")
 			got, err := c.ModifyVolume(testContext(t), vol.ID, tc.mod)
@@ -61,10 +66,10 @@ func TestModifyVolume(t *testing.T) {
 
 func TestModifyVolumeInProgress(t *testing.T) {
 	t.Parallel()
-	c, env := start(t, emulatortest.Options{
+	c, env := startEmulator(t, emulatortest.Options{
 		ModificationsPerDay: -1,
 		Latencies:           model.Latencies{Modify: 300 * time.Millisecond, Optimize: time.Hour},
-	})
+	}, "has no modifying phase: a modification is completed as ModifyVolume answers")
 	vol := mustCreate(t, c, "pvc-1", &CreateVolumeOptions{SizeGiB: 1})
 	if _, err := rawClient(env).ModifyVolume(testContext(t), &ec2.ModifyVolumeInput{VolumeId: aws.String(vol.ID), Size: aws.Int32(2)}); err != nil {
 		t.Fatal(err)
@@ -91,7 +96,8 @@ func TestModifyVolumeInProgress(t *testing.T) {
 
 func TestModifyVolumeRateLimit(t *testing.T) {
 	t.Parallel()
-	c, _ := start(t, emulatortest.Options{ModificationsPerDay: 1})
+	c, _ := startEmulator(t, emulatortest.Options{ModificationsPerDay: 1},
+		"does not limit how often a volume is modified (EC2: four modifications in any rolling 24 hours)")
 	vol := mustCreate(t, c, "pvc-1", &CreateVolumeOptions{SizeGiB: 1})
 	if _, err := c.ModifyVolume(testContext(t), vol.ID, VolumeModification{SizeGiB: 2}); err != nil {
 		t.Fatal(err)

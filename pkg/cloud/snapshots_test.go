@@ -83,7 +83,8 @@ func TestSnapshotLookupsAndDelete(t *testing.T) {
 
 func TestWaitForSnapshotWaits(t *testing.T) {
 	t.Parallel()
-	c, _ := start(t, emulatortest.Options{Latencies: model.Latencies{Snapshot: 300 * time.Millisecond}})
+	c, _ := startEmulator(t, emulatortest.Options{Latencies: model.Latencies{Snapshot: 300 * time.Millisecond}},
+		"completes a snapshot as CreateSnapshot answers (never pending)")
 	vol := mustCreate(t, c, "pvc-1", &CreateVolumeOptions{SizeGiB: 1})
 	snap, err := c.CreateSnapshot(testContext(t), "snap-1", vol.ID, nil)
 	if err != nil {

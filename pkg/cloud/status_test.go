@@ -15,6 +15,7 @@ import (
 // (deleted meanwhile) simply missing, the batch split around it.
 func TestVolumeStatuses(t *testing.T) {
 	t.Parallel()
+	emulatorOnly(t, "cannot make a volume impaired or give it events (its DescribeVolumeStatus answers ok for every volume)")
 	env := emulatortest.Start(t, emulatortest.Options{})
 	ids := createMany(t, env, 120)
 	since := time.Date(2026, 11, 20, 8, 0, 0, 0, time.UTC)
@@ -82,6 +83,7 @@ func TestVolumeStatuses(t *testing.T) {
 // reaches the caller classified, not as a volume that is missing.
 func TestVolumeStatusesFailure(t *testing.T) {
 	t.Parallel()
+	emulatorOnly(t, motoLacksFaults)
 	env := emulatortest.Start(t, emulatortest.Options{})
 	ids := createMany(t, env, 3)
 	if err := env.Faults().Patch([]byte(`{"unauthorized":["DescribeVolumeStatus"]}`)); err != nil {

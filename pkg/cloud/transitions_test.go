@@ -387,6 +387,7 @@ func TestThrottleClock(t *testing.T) {
 // fewer DescribeVolumes calls than the first one's.
 func TestWaitsLookWhenTheChangeIsDue(t *testing.T) {
 	t.Parallel()
+	emulatorOnly(t, "has no state change that takes time: volumes are created available, attached and detached at once")
 	const latency = 400 * time.Millisecond
 	env := emulatortest.Start(t, emulatortest.Options{
 		Instances: []model.InstanceSpec{{ID: "i-0000000000000000a", Type: "m7i.large", Zone: "us-east-1a", Local: true}},
@@ -472,9 +473,10 @@ func holdBackCreates(hold *atomic.Int64) func(*middleware.Stack) error {
 func TestWaitsTimeTheChangeFromTheSend(t *testing.T) {
 	t.Parallel()
 	const latency = 400 * time.Millisecond
+	emulatorOnly(t, "creates a volume available at once (never creating)")
 	env := emulatortest.Start(t, emulatortest.Options{Latencies: model.Latencies{VolumeCreate: latency}})
 	var hold atomic.Int64
-	awsCfg := awsConfig(env)
+	awsCfg := env.AWSConfig("AKIDTEST", "test-secret")
 	awsCfg.APIOptions = append(awsCfg.APIOptions, holdBackCreates(&hold))
 	cfg := testConfig()
 	// A grid step longer than a loaded machine delays the emulator's own

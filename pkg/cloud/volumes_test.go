@@ -20,7 +20,7 @@ import (
 func TestCreateVolume(t *testing.T) {
 	t.Parallel()
 	c, env := start(t, emulatortest.Options{KMS: emukms.Config{Keys: []emukms.KeySpec{{ID: "test", Aliases: []string{"alias/test"}}}}})
-	zone := env.Zone()
+	zone, otherZone := env.Zone(), describedZones(t, env)[1]
 	snapSource := mustCreate(t, c, "snap-source", &CreateVolumeOptions{SizeGiB: 3, Zone: zone})
 	snap, err := c.CreateSnapshot(testContext(t), "snap", snapSource.ID, nil)
 	if err != nil {
@@ -36,64 +36,69 @@ func TestCreateVolume(t *testing.T) {
 		opts  CreateVolumeOptions
 		check func(t *testing.T, v *Volume)
 		err   error
+		// motoLacks, when set, is what moto does not do that the case needs.
+		motoLacks string
 	}{
 		{"defaults to gp3 in some zone", CreateVolumeOptions{SizeGiB: 1}, func(t *testing.T, v *Volume) {
 			if v.Type != VolumeTypeGP3 || v.Zone == "" || v.SizeGiB != 1 {
 				t.Errorf("got %+v", v)
 			}
-		}, nil},
+		}, nil, ""},
 		{"zone, type, IOPS, throughput and tags", CreateVolumeOptions{SizeGiB: 10, Zone: zone, Type: VolumeTypeGP3, IOPS: 4000, Throughput: 250, Tags: map[string]string{"team": "a"}},
 			func(t *testing.T, v *Volume) {
 				if v.Zone != zone || v.IOPS != 4000 || v.Throughput != 250 || v.Tags["team"] != "a" || v.Tags[TagVolumeName] == "" {
 					t.Errorf("got %+v", v)
 				}
-			}, nil},
+			}, nil, ""},
 		{"IOPS per GiB", CreateVolumeOptions{SizeGiB: 100, Zone: zone, Type: VolumeTypeIO2, IOPSPerGiB: 50}, func(t *testing.T, v *Volume) {
 			if v.IOPS != 5000 {
 				t.Errorf("IOPS %d, want 5000", v.IOPS)
 			}
-		}, nil},
+		}, nil, ""},
 		{"IOPS per GiB raised to the minimum", CreateVolumeOptions{SizeGiB: 10, Zone: zone, IOPSPerGiB: 10, AllowIOPSPerGiBIncrease: true}, func(t *testing.T, v *Volume) {
 			if v.IOPS != 3000 {
 				t.Errorf("IOPS %d, want 3000", v.IOPS)
 			}
-		}, nil},
-		{"zone ID", CreateVolumeOptions{SizeGiB: 1, ZoneID: env.Cloud().Zones()[1].ID}, func(t *testing.T, v *Volume) {
-			if v.Zone != env.Cloud().Zones()[1].Name {
-				t.Errorf("zone %s, want %s", v.Zone, env.Cloud().Zones()[1].Name)
+		}, nil, ""},
+		{"zone ID", CreateVolumeOptions{SizeGiB: 1, ZoneID: otherZone.ID}, func(t *testing.T, v *Volume) {
+			if v.Zone != otherZone.Name {
+				t.Errorf("zone %s, want %s", v.Zone, otherZone.Name)
 			}
-		}, nil},
+		}, nil, "ignores CreateVolume's AvailabilityZoneId: the volume has no zone"},
 		{"encrypted with a key", CreateVolumeOptions{SizeGiB: 1, Zone: zone, KMSKeyID: "alias/test"}, func(t *testing.T, v *Volume) {
 			if !v.Encrypted || v.KMSKeyID == "" {
 				t.Errorf("got %+v", v)
 			}
-		}, nil},
+		}, nil, ""},
 		{"from a snapshot", CreateVolumeOptions{Zone: zone, SnapshotID: snap.ID}, func(t *testing.T, v *Volume) {
 			if v.SnapshotID != snap.ID || v.SizeGiB != 3 {
 				t.Errorf("got %+v", v)
 			}
-		}, nil},
+		}, nil, ""},
 		{"a clone", CreateVolumeOptions{SizeGiB: 5, SourceVolumeID: cloneSource.ID}, func(t *testing.T, v *Volume) {
 			if v.SourceVolumeID != cloneSource.ID || v.Zone != cloneSource.Zone || v.SizeGiB != 5 || v.Type != VolumeTypeGP3 {
 				t.Errorf("got %+v", v)
 			}
-		}, nil},
+		}, nil, motoLacksCopyVolumes},
 		{"multi-attach io2", CreateVolumeOptions{SizeGiB: 10, Zone: zone, Type: VolumeTypeIO2, IOPS: 1000, MultiAttach: true}, func(t *testing.T, v *Volume) {
 			if !v.MultiAttach {
 				t.Errorf("got %+v", v)
 			}
-		}, nil},
-		{"no size", CreateVolumeOptions{Zone: zone}, nil, ErrInvalidArgument},
-		{"zone and zone ID", CreateVolumeOptions{SizeGiB: 1, Zone: zone, ZoneID: "use1-az1"}, nil, ErrInvalidArgument},
-		{"multi-attach gp3", CreateVolumeOptions{SizeGiB: 1, MultiAttach: true}, nil, ErrInvalidArgument},
-		{"size EC2 refuses", CreateVolumeOptions{SizeGiB: 70000, Zone: zone}, nil, ErrInvalidArgument},
-		{"unknown zone", CreateVolumeOptions{SizeGiB: 1, Zone: "mars-1a"}, nil, ErrInvalidArgument},
-		{"missing snapshot", CreateVolumeOptions{Zone: zone, SnapshotID: "snap-0123456789abcdef0"}, nil, ErrNotFound},
-		{"missing clone source", CreateVolumeOptions{SizeGiB: 1, SourceVolumeID: "vol-0123456789abcdef0"}, nil, ErrNotFound},
-		{"clone in another zone", CreateVolumeOptions{SizeGiB: 4, SourceVolumeID: cloneSource.ID, Zone: "us-east-1c"}, nil, ErrInvalidArgument},
+		}, nil, ""},
+		{"no size", CreateVolumeOptions{Zone: zone}, nil, ErrInvalidArgument, ""},
+		{"zone and zone ID", CreateVolumeOptions{SizeGiB: 1, Zone: zone, ZoneID: "use1-az1"}, nil, ErrInvalidArgument, ""},
+		{"multi-attach gp3", CreateVolumeOptions{SizeGiB: 1, MultiAttach: true}, nil, ErrInvalidArgument, ""},
+		{"size EC2 refuses", CreateVolumeOptions{SizeGiB: 70000, Zone: zone}, nil, ErrInvalidArgument, "accepts any size (EC2: gp3 up to 16 TiB, InvalidParameterValue beyond)"},
+		{"unknown zone", CreateVolumeOptions{SizeGiB: 1, Zone: "mars-1a"}, nil, ErrInvalidArgument, "accepts a zone that does not exist and makes a volume without one"},
+		{"missing snapshot", CreateVolumeOptions{Zone: zone, SnapshotID: "snap-0123456789abcdef0"}, nil, ErrNotFound, ""},
+		{"missing clone source", CreateVolumeOptions{SizeGiB: 1, SourceVolumeID: "vol-0123456789abcdef0"}, nil, ErrNotFound, ""},
+		{"clone in another zone", CreateVolumeOptions{SizeGiB: 4, SourceVolumeID: cloneSource.ID, Zone: "us-east-1c"}, nil, ErrInvalidArgument, ""},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.motoLacks != "" {
+				emulatorOnly(t, tc.motoLacks)
+			}
 			v, err := c.CreateVolume(testContext(t), fmt.Sprintf("pvc-%d", i), &tc.opts)
 			wantErr(t, err, tc.err)
 			if err != nil {
@@ -153,6 +158,7 @@ func createEventually(t testing.TB, c Cloud, name string, opts *CreateVolumeOpti
 // sequence and return that volume, not make a second one.
 func TestCreateVolumeTokenRecoveryAcrossRestart(t *testing.T) {
 	t.Parallel()
+	emulatorOnly(t, motoIgnoresClientToken)
 	env := emulatortest.Start(t, emulatortest.Options{})
 	ctx := testContext(t)
 	old, err := rawClient(env).CreateVolume(ctx, &ec2.CreateVolumeInput{
@@ -192,6 +198,7 @@ func TestCreateVolumeTokenRecoveryAcrossRestart(t *testing.T) {
 // name, and makes one with token 1; every later controller returns that one.
 func TestCreateVolumeLostVolumeMovesToNextToken(t *testing.T) {
 	t.Parallel()
+	emulatorOnly(t, motoIgnoresClientToken)
 	env := emulatortest.Start(t, emulatortest.Options{})
 	cfg := testConfig()
 	cfg.VisibilityTimeout = time.Millisecond
@@ -211,20 +218,8 @@ func TestCreateVolumeLostVolumeMovesToNextToken(t *testing.T) {
 	}
 }
 
-// namedVolumes returns the IDs of the emulator's volumes that carry a CSI
-// volume name (leaving out the instances' root volumes), by name.
-func namedVolumes(env *emulatortest.Env) map[string][]string {
-	named := map[string][]string{}
-	for _, v := range env.Cloud().Volumes() {
-		if name := v.Tags[TagVolumeName]; name != "" {
-			named[name] = append(named[name], v.ID)
-		}
-	}
-	return named
-}
-
 // liveDataVolumes counts the emulator's volumes that are neither an
-// instance's root volume nor being deleted.
+// instance's root volume nor being deleted (whatever their tags).
 func liveDataVolumes(env *emulatortest.Env) int {
 	n := 0
 	for _, v := range env.Cloud().Volumes() {
@@ -237,6 +232,7 @@ func liveDataVolumes(env *emulatortest.Env) int {
 
 func TestConcurrentCreatesMakeOneVolumePerName(t *testing.T) {
 	t.Parallel()
+	emulatorOnly(t, motoIgnoresClientToken)
 	c, env := start(t, emulatortest.Options{})
 	const names, copies = 100, 2
 	ids := make([][]string, names)
@@ -264,7 +260,7 @@ func TestConcurrentCreatesMakeOneVolumePerName(t *testing.T) {
 			t.Errorf("pvc-%d: concurrent creates returned %v", i, got)
 		}
 	}
-	if n := len(namedVolumes(env)); n != names {
+	if n := len(namedVolumes(t, env)); n != names {
 		t.Errorf("%d volumes exist, want exactly %d", n, names)
 	}
 }
@@ -274,7 +270,7 @@ func TestConcurrentCreatesMakeOneVolumePerName(t *testing.T) {
 // failing or creating another.
 func TestCreateVolumeEventualConsistency(t *testing.T) {
 	t.Parallel()
-	c, env := start(t, emulatortest.Options{Faults: faults.Config{EventualConsistency: faults.Duration(time.Second)}})
+	c, env := startEmulator(t, emulatortest.Options{Faults: faults.Config{EventualConsistency: faults.Duration(time.Second)}}, motoLacksFaults)
 	v := mustCreate(t, c, "pvc-ec", &CreateVolumeOptions{SizeGiB: 1})
 	if v.State != volumeAvailable {
 		t.Errorf("state %s", v.State)
@@ -292,7 +288,7 @@ func TestDeleteVolume(t *testing.T) {
 	c, env := start(t, emulatortest.Options{})
 	v := mustCreate(t, c, "pvc-del", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
 	attached := mustCreate(t, c, "pvc-att", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
-	if _, err := c.AttachVolume(testContext(t), attached.ID, env.LocalInstance().ID, AttachOptions{}); err != nil {
+	if _, err := c.AttachVolume(testContext(t), attached.ID, env.instance(0), AttachOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {

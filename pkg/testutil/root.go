@@ -29,15 +29,15 @@ func RequireRoot(t testing.TB, commands ...string) {
 		}
 	}
 	if reason != "" {
-		skipLoudly(t, RequireRootEnv, reason, "run `sudo make test` to exercise real devices")
+		SkipLoudly(t, RequireRootEnv, reason, "run `sudo make test` to exercise real devices")
 	}
 }
 
-// skipLoudly skips the test with a message on stderr that names what it
+// SkipLoudly skips the test with a message on stderr that names what it
 // lacks (reason) and how to get it (hint), or fails it when the
 // environment variable require is 1: CI sets those, so a test there can
 // never pass by skipping.
-func skipLoudly(t testing.TB, require, reason, hint string) {
+func SkipLoudly(t testing.TB, require, reason, hint string) {
 	t.Helper()
 	msg := fmt.Sprintf("!!! SKIPPED %s: %s; %s !!!", t.Name(), reason, hint)
 	if os.Getenv(require) == "1" {
@@ -80,6 +80,6 @@ const RequireClusterEnv = "DISKPLANE_REQUIRE_CLUSTER_TESTS"
 func RequireCluster(t testing.TB, has bool, why, hint string) {
 	t.Helper()
 	if !has {
-		skipLoudly(t, RequireClusterEnv, why, hint)
+		SkipLoudly(t, RequireClusterEnv, why, hint)
 	}
 }

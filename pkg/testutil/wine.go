@@ -24,6 +24,6 @@ func RequireWine(t testing.TB, prefix string) {
 		reason = "needs the Wine prefix " + prefix + " with bcryptprimitives.dll"
 	}
 	if reason != "" {
-		skipLoudly(t, RequireWineEnv, reason, "run hack/wine/setup.sh (make test-windows does)")
+		SkipLoudly(t, RequireWineEnv, reason, "run hack/wine/setup.sh (make test-windows does)")
 	}
 }
