@@ -57,6 +57,16 @@ test-vm:
 	hack/vm/test.sh
 	VM_PROFILE=$(VM_PROFILE) hack/vm/nvme.sh
 
+## test-moto: Diskplane against moto, the independent AWS mock (moto_server on PATH): the cloud layer's integration
+## tests, csi-sanity's controller specs and a lifecycle load through the diskplane binary, and workload identity's
+## STS and KMS calls (tests/moto/README.md); MOTO_PROFILE=ci runs 10 lifecycles instead of 30
+MOTO_PROFILE ?= full
+.PHONY: test-moto
+test-moto: build
+	DISKPLANE_TEST_EC2=moto CGO_ENABLED=1 $(GO) test -race -count=1 -timeout=10m ./pkg/cloud
+	DISKPLANE_BINARY=$(CURDIR)/$(BIN)/diskplane MOTO_LIFECYCLES=$(if $(filter ci,$(MOTO_PROFILE)),10,30) \
+		CGO_ENABLED=1 $(GO) test -race -tags moto -count=1 -timeout=20m -v ./tests/moto/...
+
 ## test-crash: as root: the crash-point harness's full profile (every interruption and recovery at every step of
 ## every node operation; tests/crash): Linux in the node VM, Windows under Wine; tables in _output/crash
 .PHONY: test-crash
@@ -114,6 +124,8 @@ verify:
 	$(GO) tool staticcheck -tags vm ./tests/vm/... ./tests/sanity/...
 	$(GO) vet -tags chaos ./tests/chaos/...
 	$(GO) tool staticcheck -tags chaos ./tests/chaos/...
+	$(GO) vet -tags moto ./tests/moto/...
+	$(GO) tool staticcheck -tags moto ./tests/moto/...
 
 ## chaos: volume lifecycles through the real controller, SIGKILLed at random, under EC2's faults, then an audit of the emulator (tests/chaos; CHAOS_PROFILE=full, or ci for CI's reduced run)
 CHAOS_PROFILE ?= full

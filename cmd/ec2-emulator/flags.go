@@ -48,6 +48,7 @@ type options struct {
 	throttle            bool
 	injectErrors        errorRuleFlags
 	unauthorized        string
+	unsupported         string
 	eventualConsistency time.Duration
 	stuckAttach         string
 	stuckAttachNext     int
@@ -96,6 +97,7 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.BoolVar(&o.throttle, "throttle", false, "throttle like EC2: a token bucket per action (size/refill per second: mutating 200/5, describe 100/20, unfiltered describe 50/10) answering RequestLimitExceeded")
 	fs.Var(&o.injectErrors, "inject-error", "inject an error: Action=InternalError|Unavailable:probability[:count] (repeatable; Action * for all)")
 	fs.StringVar(&o.unauthorized, "unauthorized", "", "actions that answer UnauthorizedOperation, comma-separated (* for all)")
+	fs.StringVar(&o.unsupported, "unsupported", "", "actions that answer InvalidAction, as on an EC2-API cloud without them (e.g. DescribeVolumeStatus,CopyVolumes), comma-separated")
 	fs.DurationVar(&o.eventualConsistency, "eventual-consistency", 0, "hide new volumes and snapshots from Describe* calls for this long")
 	fs.StringVar(&o.stuckAttach, "stuck-attach", "", "volume IDs whose attachments stay attaching, comma-separated")
 	fs.IntVar(&o.stuckAttachNext, "stuck-attach-next", 0, "the next N attachments stay attaching")
@@ -220,6 +222,7 @@ func (o *options) faultConfig() (faults.Config, error) {
 	}
 	c.Errors = append(c.Errors, o.injectErrors.rules...)
 	c.Unauthorized = append(c.Unauthorized, splitList(o.unauthorized)...)
+	c.Unsupported = append(c.Unsupported, splitList(o.unsupported)...)
 	if o.eventualConsistency != 0 {
 		c.EventualConsistency = faults.Duration(o.eventualConsistency)
 	}

@@ -138,7 +138,7 @@ func TestConfigFromFlags(t *testing.T) {
 	o, err := parse(t, "--no-devices", "--region=eu-west-1", "--zones=eu-west-1a=euw1-az3,eu-west-1b=euw1-az1",
 		"--instance=type=m5.large,local", "--instances-file="+instances, "--attach-latency=0s",
 		"--faults-file="+faultsFile, "--action-latency=CreateVolume=1s", "--throttle", "--inject-error=*=Unavailable:0.1",
-		"--unauthorized=AttachVolume", "--eventual-consistency=2s", "--stuck-attach=vol-0123456789abcdef0", "--stuck-attach-next=2", "--fault-seed=9")
+		"--unauthorized=AttachVolume", "--unsupported=DescribeVolumeStatus,CopyVolumes", "--eventual-consistency=2s", "--stuck-attach=vol-0123456789abcdef0", "--stuck-attach-next=2", "--fault-seed=9")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +158,7 @@ func TestConfigFromFlags(t *testing.T) {
 	f := cfg.Faults
 	if f.Latency["*"] != faults.Duration(5*time.Millisecond) || f.Latency["CreateVolume"] != faults.Duration(time.Second) ||
 		!f.Throttle.Enabled || len(f.Errors) != 1 || !reflect.DeepEqual(f.Unauthorized, []string{"DeleteVolume", "AttachVolume"}) ||
+		!reflect.DeepEqual(f.Unsupported, []string{"DescribeVolumeStatus", "CopyVolumes"}) ||
 		f.EventualConsistency != faults.Duration(2*time.Second) || f.StuckAttach.Next != 2 || len(f.StuckAttach.VolumeIDs) != 1 || f.Seed != 9 {
 		t.Fatalf("faults %+v", f)
 	}

@@ -100,6 +100,10 @@ var codeKinds = map[string]error{
 	"ExpiredToken":                ErrPermissionDenied,
 	"KMS.DisabledException":       ErrPermissionDenied,
 
+	// The cloud does not offer the action.
+	"InvalidAction":        ErrUnsupported,
+	"UnsupportedOperation": ErrUnsupported,
+
 	// The service failed; a later attempt may work.
 	"InternalError":           ErrUnavailable,
 	"InternalFailure":         ErrUnavailable,

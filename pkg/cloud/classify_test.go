@@ -55,6 +55,7 @@ func TestClassify(t *testing.T) {
 		{"unauthorized", sdkError("CreateVolume", 403, "UnauthorizedOperation", "no"), ErrPermissionDenied, "no"},
 		{"bad credentials", sdkError("DescribeVolumes", 401, "AuthFailure", "who"), ErrPermissionDenied, "who"},
 		{"internal error", sdkError("CreateVolume", 500, "InternalError", "oops"), ErrUnavailable, "oops"},
+		{"an action the cloud does not offer", sdkError("CopyVolumes", 400, "InvalidAction", "The action CopyVolumes is not valid for this web service."), ErrUnsupported, "not valid"},
 		{"unavailable", sdkError("CreateVolume", 503, "Unavailable", "busy"), ErrUnavailable, "busy"},
 		{"throttled until the deadline", sdkError("AttachVolume", 503, "RequestLimitExceeded", "slow down"), ErrUnavailable, "slow down"},
 		{"unknown 5xx code", sdkError("CreateVolume", 502, "Whatever", "bad gateway"), ErrUnavailable, "bad gateway"},

@@ -44,6 +44,11 @@ var (
 	// does not allow the call (a KMS key included). Retrying does not help;
 	// an operator has to fix the IAM policy or the credentials.
 	ErrPermissionDenied = errors.New("permission denied")
+	// ErrUnsupported: the cloud does not offer the action at all (EC2's
+	// InvalidAction or UnsupportedOperation), as an EC2-API cloud may lack a
+	// newer action such as DescribeVolumeStatus or CopyVolumes. Asking again
+	// cannot help.
+	ErrUnsupported = errors.New("not supported by this cloud")
 	// ErrUnexpected: the cloud failed in a way the cloud layer does not
 	// classify; the message keeps the cloud's error code so it can be added.
 	ErrUnexpected = errors.New("unexpected cloud error")

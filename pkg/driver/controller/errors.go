@@ -17,7 +17,8 @@ import (
 
 // cloudCodes says which gRPC code each cloud sentinel error becomes, in the
 // CSI spec's terms: a missing source, volume or node is NotFound, an account
-// or attachment limit ResourceExhausted, a volume busy elsewhere
+// or attachment limit ResourceExhausted, an action the cloud does not offer
+// InvalidArgument (the request must change), a volume busy elsewhere
 // FailedPrecondition, IAM refusing a call PermissionDenied, work the cloud
 // goes on with after the caller's deadline DeadlineExceeded, and a cloud
 // that keeps failing, or cannot answer safely yet, Unavailable (the
@@ -35,6 +36,7 @@ var cloudCodes = []struct {
 	{cloud.ErrInUse, codes.FailedPrecondition},
 	{cloud.ErrConflict, codes.FailedPrecondition},
 	{cloud.ErrPermissionDenied, codes.PermissionDenied},
+	{cloud.ErrUnsupported, codes.InvalidArgument},
 	{cloud.ErrRetryLater, codes.Unavailable},
 	{cloud.ErrInProgress, codes.DeadlineExceeded},
 	{cloud.ErrUnavailable, codes.Unavailable},

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -29,7 +30,10 @@ const (
 // When the status cannot be read, each report says so in a note and the
 // error is returned too: ListVolumes and ControllerGetVolume still answer
 // (the external-attacher reconciles attachments with ListVolumes), the
-// health RPCs fail.
+// health RPCs fail. A cloud that offers no status checks at all (an EC2-API
+// cloud without DescribeVolumeStatus) is no failure: the reports are the
+// volumes' state alone, each with a note saying so, and nothing is returned
+// for the health RPCs to fail on, or they would fail forever.
 func (s *Service) volumeReports(ctx context.Context, vols []*cloud.Volume) (map[string]health.Report, error) {
 	ids := make([]string, 0, len(vols))
 	for _, v := range vols {
@@ -39,7 +43,10 @@ func (s *Service) volumeReports(ctx context.Context, vols []*cloud.Volume) (map[
 	var err error
 	if len(ids) > 0 {
 		statuses, err = s.cloud.VolumeStatuses(ctx, ids)
-		if err != nil {
+		switch {
+		case errors.Is(err, cloud.ErrUnsupported):
+			klog.V(4).InfoS("This cloud offers no volume status checks; volume health is judged from the volumes' state only", "volumes", len(ids), "err", err)
+		case err != nil:
 			klog.ErrorS(err, "Could not read EC2's status checks; volume health is reported from the volumes' state only", "volumes", len(ids))
 		}
 	}
@@ -47,6 +54,9 @@ func (s *Service) volumeReports(ctx context.Context, vols []*cloud.Volume) (map[
 	out := make(map[string]health.Report, len(vols))
 	for _, v := range vols {
 		out[v.ID] = judgeVolume(v, statuses[v.ID], err, now)
+	}
+	if errors.Is(err, cloud.ErrUnsupported) {
+		return out, nil
 	}
 	return out, err
 }
@@ -60,6 +70,8 @@ func judgeVolume(v *cloud.Volume, status *cloud.VolumeStatus, statusErr error, n
 			"serve I/O; its data may be lost, restore it from a snapshot", v.ID))
 	}
 	switch {
+	case errors.Is(statusErr, cloud.ErrUnsupported):
+		r.Note(fmt.Sprintf("this cloud offers no volume status checks (%v); health is judged from the volume's state only", statusErr))
 	case statusErr != nil:
 		r.Note(fmt.Sprintf("EC2's status checks could not be read: %v", statusErr))
 	case status == nil:

@@ -241,4 +241,26 @@ func TestVolumeHealthFromEC2(t *testing.T) {
 		_, err := h.svc.ControllerGetVolumeHealth(h.ctx(), &csi.ControllerGetVolumeHealthRequest{VolumeId: sick})
 		wantCode(t, err, codes.PermissionDenied, "DescribeVolumeStatus")
 	})
+
+	// An EC2-API cloud without status checks (moto is one) is no failure:
+	// health is the volumes' state, and every RPC answers, saying so.
+	t.Run("a cloud without status checks", func(t *testing.T) {
+		if err := h.env.Faults().Patch([]byte(`{"unsupported":["DescribeVolumeStatus"]}`)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = h.env.Faults().Patch([]byte(`{"unsupported":[]}`)) })
+		for _, e := range h.listAllVolumes(t, 0) {
+			if abnormal, msg, ok := volumehealth.Condition(e.GetStatus()); !ok || abnormal || !strings.Contains(msg, "offers no volume status checks") {
+				t.Errorf("%s: condition %v %q, want a healthy one saying the cloud has no status checks", e.GetVolume().GetVolumeId(), abnormal, msg)
+			}
+		}
+		vh, err := h.svc.ControllerGetVolumeHealth(h.ctx(), &csi.ControllerGetVolumeHealthRequest{VolumeId: sick})
+		if err != nil || len(vh.GetVolumeHealth().GetHealthStatuses()) != 0 {
+			t.Errorf("ControllerGetVolumeHealth = %v, %v; want an answer from the state alone (available: nothing wrong)", vh, err)
+		}
+		list, err := h.svc.ControllerListVolumeHealth(h.ctx(), &csi.ControllerListVolumeHealthRequest{})
+		if err != nil || len(list.GetEntries()) != 0 {
+			t.Errorf("ControllerListVolumeHealth = %v, %v; want no entries and no error", list, err)
+		}
+	})
 }

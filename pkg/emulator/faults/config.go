@@ -58,6 +58,10 @@ type Config struct {
 	// Unauthorized lists actions that answer UnauthorizedOperation, as an
 	// IAM policy without them would ("*" for every action).
 	Unauthorized []string `json:"unauthorized,omitempty"`
+	// Unsupported lists actions that answer InvalidAction, as EC2 answers
+	// an action it does not know: an EC2-API cloud without a newer action
+	// (DescribeVolumeStatus, CopyVolumes …).
+	Unsupported []string `json:"unsupported,omitempty"`
 	// EventualConsistency hides resources younger than this from Describe*
 	// calls (and only from them), like EC2's eventually consistent reads.
 	EventualConsistency Duration `json:"eventualConsistency,omitempty"`

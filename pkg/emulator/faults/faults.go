@@ -113,6 +113,9 @@ func (f *Faults) Before(ctx context.Context, action string, class Class) *Inject
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if slices.Contains(f.cfg.Unsupported, action) {
+		return &Injected{Code: "InvalidAction", Message: fmt.Sprintf("The action %s is not valid for this web service.", action)}
+	}
 	if slices.Contains(f.cfg.Unauthorized, action) || slices.Contains(f.cfg.Unauthorized, "*") {
 		return &Injected{Code: "UnauthorizedOperation", Message: fmt.Sprintf("You are not authorized to perform this operation. Action: ec2:%s", action)}
 	}
@@ -190,6 +193,7 @@ func cloneConfig(c Config) Config {
 	out.Latency = maps.Clone(c.Latency)
 	out.Errors = slices.Clone(c.Errors)
 	out.Unauthorized = slices.Clone(c.Unauthorized)
+	out.Unsupported = slices.Clone(c.Unsupported)
 	out.StuckAttach.VolumeIDs = slices.Clone(c.StuckAttach.VolumeIDs)
 	out.CommitThenFail = slices.Clone(c.CommitThenFail)
 	out.AsyncFailures = slices.Clone(c.AsyncFailures)

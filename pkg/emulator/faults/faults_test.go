@@ -113,13 +113,26 @@ func TestErrorRules(t *testing.T) {
 	}
 }
 
-func TestUnauthorized(t *testing.T) {
-	f := mustNew(t, Config{Unauthorized: []string{"AttachVolume"}})
-	if got := code(f.Before(context.Background(), "AttachVolume", Mutating)); got != "UnauthorizedOperation" {
-		t.Fatalf("AttachVolume: %q", got)
+func TestRefusedActions(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"unauthorized", Config{Unauthorized: []string{"AttachVolume"}}, "UnauthorizedOperation"},
+		// A cloud without the action: no IAM policy could allow it.
+		{"unsupported", Config{Unsupported: []string{"AttachVolume"}, Unauthorized: []string{"*"}}, "InvalidAction"},
 	}
-	if got := code(f.Before(context.Background(), "DetachVolume", Mutating)); got != "" {
-		t.Fatalf("DetachVolume: %q", got)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := mustNew(t, tc.cfg)
+			if got := code(f.Before(context.Background(), "AttachVolume", Mutating)); got != tc.want {
+				t.Fatalf("AttachVolume: %q, want %q", got, tc.want)
+			}
+			if got, unauthorized := code(f.Before(context.Background(), "DetachVolume", Mutating)), len(tc.cfg.Unauthorized) > 0 && tc.cfg.Unauthorized[0] == "*"; (got != "") != unauthorized {
+				t.Fatalf("DetachVolume: %q", got)
+			}
+		})
 	}
 }
 

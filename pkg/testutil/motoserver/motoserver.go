@@ -54,9 +54,14 @@ func Selected() bool { return os.Getenv(BackendEnv) == "moto" }
 
 // Server is a running moto_server.
 type Server struct {
-	// URL is the endpoint of every service moto mocks (EC2, STS, KMS).
+	// URL is the endpoint of every service moto mocks (EC2, STS, KMS),
+	// through the harness's front (see Unimplemented).
 	URL string
-	cmd *exec.Cmd
+	// backend is moto_server's own endpoint, behind the front (see
+	// Unimplemented).
+	backend string
+	front   *http.Server
+	cmd     *exec.Cmd
 	log *lockedBuffer
 }
 
@@ -88,11 +93,16 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = srv.cmd.Process.Kill()
-		_ = srv.cmd.Wait()
-	})
+	t.Cleanup(srv.stop)
 	return srv
+}
+
+// stop ends the server and its front.
+func (s *Server) stop() {
+	if s.front != nil {
+		_ = s.front.Close()
+	}
+	_ = s.cmd.Process.Kill()
 }
 
 // RequireEnv names the environment variable that turns a test skipped for
@@ -125,18 +135,22 @@ func start() (*Server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", Command, err)
 	}
-	srv := &Server{URL: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, log: log}
+	srv := &Server{backend: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, log: log}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(srv.URL + "/moto-api/data.json")
+		resp, err := http.Get(srv.backend + "/moto-api/data.json")
 		if err == nil {
 			_ = resp.Body.Close()
 			// Hand Wait back to whoever stops the server.
 			go func() { <-exited }()
-			if err := srv.warmUp(); err != nil {
+			if srv.front, srv.URL, err = front(srv.backend); err != nil {
 				_ = cmd.Process.Kill()
+				return nil, err
+			}
+			if err := srv.warmUp(); err != nil {
+				srv.stop()
 				return nil, fmt.Errorf("%w: %s", err, log.String())
 			}
 			return srv, nil
