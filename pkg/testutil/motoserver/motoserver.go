@@ -62,7 +62,7 @@ type Server struct {
 	backend string
 	front   *http.Server
 	cmd     *exec.Cmd
-	log *lockedBuffer
+	log     *lockedBuffer
 }
 
 var shared struct {
