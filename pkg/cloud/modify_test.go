@@ -35,7 +35,7 @@ func TestModifyVolume(t *testing.T) {
 		{"a size it already exceeds", CreateVolumeOptions{SizeGiB: 5}, VolumeModification{SizeGiB: 4},
 			func(v *Volume) bool { return v.SizeGiB == 5 }, 0, nil, ""},
 		{"IOPS EC2 refuses", CreateVolumeOptions{SizeGiB: 5}, VolumeModification{IOPS: 1}, nil, 1, ErrInvalidArgument,
-			"accepts any IOPS in ModifyVolume (EC2: gp3 from 3,000, InvalidParameterValue below)"},
+			"accepts any IOPS in ModifyVolume (EC2: gp3 from 3,000 IOPS, InvalidParameterValue below)"},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -88,7 +88,7 @@ func TestCreateVolume(t *testing.T) {
 		{"no size", CreateVolumeOptions{Zone: zone}, nil, ErrInvalidArgument, ""},
 		{"zone and zone ID", CreateVolumeOptions{SizeGiB: 1, Zone: zone, ZoneID: "use1-az1"}, nil, ErrInvalidArgument, ""},
 		{"multi-attach gp3", CreateVolumeOptions{SizeGiB: 1, MultiAttach: true}, nil, ErrInvalidArgument, ""},
-		{"size EC2 refuses", CreateVolumeOptions{SizeGiB: 70000, Zone: zone}, nil, ErrInvalidArgument, "accepts any size (EC2: gp3 up to 16 TiB, InvalidParameterValue beyond)"},
+		{"size EC2 refuses", CreateVolumeOptions{SizeGiB: 70000, Zone: zone}, nil, ErrInvalidArgument, "accepts any size (EC2: gp3 up to 64 TiB, InvalidParameterValue beyond)"},
 		{"unknown zone", CreateVolumeOptions{SizeGiB: 1, Zone: "mars-1a"}, nil, ErrInvalidArgument, "accepts a zone that does not exist and makes a volume without one"},
 		{"missing snapshot", CreateVolumeOptions{Zone: zone, SnapshotID: "snap-0123456789abcdef0"}, nil, ErrNotFound, ""},
 		{"missing clone source", CreateVolumeOptions{SizeGiB: 1, SourceVolumeID: "vol-0123456789abcdef0"}, nil, ErrNotFound, ""},

@@ -48,6 +48,9 @@ func TestModifyVolume(t *testing.T) {
 		want string
 	}{
 		{name: "shrink", in: ec2.ModifyVolumeInput{VolumeId: aws.String(other), Size: aws.Int32(5)}, want: "InvalidParameterValue"},
+		// Found by comparing answers with moto's (tests/moto): a size of 0
+		// was taken for no size.
+		{name: "size 0", in: ec2.ModifyVolumeInput{VolumeId: aws.String(other), Size: aws.Int32(0)}, want: "InvalidParameterValue"},
 		{name: "unknown type", in: ec2.ModifyVolumeInput{VolumeId: aws.String(other), VolumeType: "gp9"}, want: "UnknownVolumeType"},
 		{name: "iops on gp2", in: ec2.ModifyVolumeInput{VolumeId: aws.String(other), VolumeType: types.VolumeTypeGp2, Iops: aws.Int32(3000)}, want: "InvalidParameterCombination"},
 		{name: "iops out of range", in: ec2.ModifyVolumeInput{VolumeId: aws.String(other), Iops: aws.Int32(100)}, want: "InvalidParameterValue"},

@@ -160,13 +160,22 @@ func (h *handler) modifyVolume(p params) (requestIDSetter, error) {
 	var err [6]error
 	in.VolumeID, err[0] = required(p, "VolumeId")
 	in.Type = p.str("VolumeType")
-	in.Size, err[1] = p.int32v("Size")
+	size, sizeErr := p.int32p("Size")
+	err[1] = sizeErr
 	in.Iops, err[2] = p.int32p("Iops")
 	in.Throughput, err[3] = p.int32p("Throughput")
 	in.MultiAttach, err[4] = p.boolp("MultiAttachEnabled")
 	in.DryRun, err[5] = p.boolv("DryRun")
 	if e := firstErr(err[:]...); e != nil {
 		return nil, e
+	}
+	// A size given is a target size, within the type's range like any
+	// other; only an absent one keeps the volume's.
+	if size != nil && *size < 1 {
+		return nil, model.Errorf(model.CodeInvalidParameterValue, "Volume size (%d) must be at least 1 GiB.", *size)
+	}
+	if size != nil {
+		in.Size = *size
 	}
 	m, e := h.cloud.ModifyVolume(in)
 	if e != nil {
