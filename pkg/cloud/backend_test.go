@@ -62,6 +62,9 @@ func startBackend(t testing.TB, opts emulatortest.Options) *backend {
 			b.instances = []model.Instance{env.LocalInstance()}
 		}
 		for _, spec := range opts.Instances {
+			if spec.ID == "" || spec.Zone == "" {
+				t.Fatalf("instance %+v: a backend-neutral test names each instance's ID and zone (moto ignores the ID)", spec)
+			}
 			b.instances = append(b.instances, model.Instance{ID: spec.ID, Zone: spec.Zone})
 		}
 		return b

@@ -58,11 +58,11 @@ type rig struct {
 // after its start before it trusts a lookup by name).
 func startRig(t *testing.T, zones ...string) *rig {
 	t.Helper()
+	srv := motoserver.Start(t)
 	bin := os.Getenv(binaryEnv)
 	if bin == "" {
 		t.Fatalf("%s is not set: run make test-moto", binaryEnv)
 	}
-	srv := motoserver.Start(t)
 	r := &rig{server: srv, account: srv.DefaultAccount()}
 	ctx := t.Context()
 	for _, zone := range zones {

@@ -14,7 +14,6 @@
 package motoserver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -62,7 +61,6 @@ type Server struct {
 	backend string
 	front   *http.Server
 	cmd     *exec.Cmd
-	log     *lockedBuffer
 }
 
 var shared struct {
@@ -127,7 +125,7 @@ func start() (*Server, error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	log := &lockedBuffer{}
+	log := &testutil.LogBuffer{}
 	cmd := exec.Command(Command, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = serverEnviron()
@@ -135,7 +133,7 @@ func start() (*Server, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", Command, err)
 	}
-	srv := &Server{backend: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, log: log}
+	srv := &Server{backend: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(30 * time.Second)
@@ -217,22 +215,4 @@ func (s *Server) Environ() map[string]string {
 		"AWS_SECRET_ACCESS_KEY":     "moto-secret",
 		"AWS_EC2_METADATA_DISABLED": "true",
 	}
-}
-
-// lockedBuffer collects the server's output from two pipes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
