@@ -42,12 +42,16 @@ func TestServeUntilSignal(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				// The socket file exists a moment before it listens.
+				grpc.WithDefaultCallOptions(grpc.WaitForReady(true)))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			info, err := csi.NewIdentityClient(conn).GetPluginInfo(context.Background(), &csi.GetPluginInfoRequest{})
+			rpcCtx, rpcCancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer rpcCancel()
+			info, err := csi.NewIdentityClient(conn).GetPluginInfo(rpcCtx, &csi.GetPluginInfoRequest{})
 			if err != nil || info.Name != DefaultDriverName {
 				t.Fatalf("GetPluginInfo = %v, %v", info, err)
 			}

@@ -37,7 +37,9 @@ func (h *harness) serve(t *testing.T) *grpc.ClientConn {
 		}
 	})
 	eventually(t, "the socket", func() bool { _, err := os.Stat(sock); return err == nil })
-	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// The socket file exists a moment before it listens.
+		grpc.WithDefaultCallOptions(grpc.WaitForReady(true)))
 	if err != nil {
 		t.Fatal(err)
 	}
