@@ -25,7 +25,7 @@ import (
 )
 
 // Account is one AWS account of a moto server: its own volumes, snapshots,
-// instances and keys. Every request made through its HTTPClient names the
+// instances and keys. Every request made through its clients names the
 // account and is counted, by action and outcome, as ec2-emulator counts the
 // requests it answers.
 type Account struct {
@@ -55,12 +55,9 @@ func (s *Server) DefaultAccount() *Account {
 	return &Account{ID: DefaultAccountID, srv: s, counts: map[callKey]int{}}
 }
 
-// URL is the account's server endpoint.
-func (a *Account) URL() string { return a.srv.URL }
-
-// HTTPClient sends requests to the account: moto's account header added,
+// httpClient sends requests to the account: moto's account header added,
 // each request counted, bodies sent as the cloud layer sends them.
-func (a *Account) HTTPClient() *http.Client {
+func (a *Account) httpClient() *http.Client {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	return &http.Client{Transport: &accountTransport{account: a, base: sdkhttp.Transport(base)}}
 }
@@ -70,7 +67,7 @@ func (a *Account) HTTPClient() *http.Client {
 // empty accessKeyID, carrying no credentials: the same contract as
 // ec2-emulator's test environment, so a test can take either.
 func (a *Account) AWSConfig(accessKeyID, secretAccessKey string) aws.Config {
-	cfg := aws.Config{Region: Region, BaseEndpoint: aws.String(a.srv.URL), HTTPClient: a.HTTPClient()}
+	cfg := aws.Config{Region: Region, BaseEndpoint: aws.String(a.srv.URL), HTTPClient: a.httpClient()}
 	if accessKeyID != "" {
 		cfg.Credentials = credentials.NewStaticCredentialsProvider(accessKeyID, secretAccessKey, "")
 	}

@@ -114,11 +114,25 @@ func require(t testing.TB) {
 	}
 }
 
+// startAttempts bounds the starts on a port another process took between
+// the look for a free one and moto's bind.
+const startAttempts = 3
+
 // start launches moto_server on a free loopback port and waits until it
 // answers. moto takes the port on its command line, so the port is found
-// free first; another process taking it in between makes the start fail
-// with moto's own message rather than a test against the wrong server.
+// free first; when another process takes it in between, moto exits with
+// "Address already in use" and start tries another port.
 func start() (*Server, error) {
+	for attempt := 1; ; attempt++ {
+		srv, err := startOnce()
+		if err == nil || attempt == startAttempts || !strings.Contains(err.Error(), "Address already in use") {
+			return srv, err
+		}
+	}
+}
+
+// startOnce is one start of moto_server.
+func startOnce() (*Server, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -141,8 +155,6 @@ func start() (*Server, error) {
 		resp, err := http.Get(srv.backend + "/moto-api/data.json")
 		if err == nil {
 			_ = resp.Body.Close()
-			// Hand Wait back to whoever stops the server.
-			go func() { <-exited }()
 			if srv.front, srv.URL, err = front(srv.backend); err != nil {
 				_ = cmd.Process.Kill()
 				return nil, err

@@ -17,9 +17,9 @@ import (
 // InvalidAction, as do EC2-API clouds without these newer actions; the
 // harness answers these so, in front of moto, and the driver is proven to
 // live with a cloud that lacks them.
-var Unimplemented = map[string]string{
-	"DescribeVolumeStatus": "volume status checks",
-	"CopyVolumes":          "volume clones",
+var Unimplemented = map[string]bool{
+	"DescribeVolumeStatus": true, // volume status checks
+	"CopyVolumes":          true, // volume clones
 }
 
 // front serves the server's URL: the actions in Unimplemented answered as
@@ -43,7 +43,7 @@ func front(backend string) (*http.Server, string, error) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		form, _ := url.ParseQuery(string(body))
-		if action := form.Get("Action"); Unimplemented[action] != "" {
+		if action := form.Get("Action"); Unimplemented[action] {
 			w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+
