@@ -71,6 +71,9 @@ func TestControllerSanity(t *testing.T) {
 	}
 	t.Logf("csi-sanity's controller specs against moto: %d passed, %d failed; %d skipped: not controller specs, or in README.md's list",
 		count[types.SpecStatePassed], count[types.SpecStateFailed], count[types.SpecStateSkipped])
+	for spec, why := range skippedSpecs {
+		t.Logf("skipped %q: %s", spec, why)
+	}
 	if count[types.SpecStatePassed] == 0 {
 		t.Error("no spec passed: the focus selected nothing")
 	}
