@@ -160,8 +160,8 @@ func (h *handler) modifyVolume(p params) (requestIDSetter, error) {
 	var err [6]error
 	in.VolumeID, err[0] = required(p, "VolumeId")
 	in.Type = p.str("VolumeType")
-	size, sizeErr := p.int32p("Size")
-	err[1] = sizeErr
+	var size *int32
+	size, err[1] = p.int32p("Size")
 	in.Iops, err[2] = p.int32p("Iops")
 	in.Throughput, err[3] = p.int32p("Throughput")
 	in.MultiAttach, err[4] = p.boolp("MultiAttachEnabled")
@@ -171,10 +171,10 @@ func (h *handler) modifyVolume(p params) (requestIDSetter, error) {
 	}
 	// A size given is a target size, within the type's range like any
 	// other; only an absent one keeps the volume's.
-	if size != nil && *size < 1 {
-		return nil, model.Errorf(model.CodeInvalidParameterValue, "Volume size (%d) must be at least 1 GiB.", *size)
-	}
 	if size != nil {
+		if *size < 1 {
+			return nil, model.Errorf(model.CodeInvalidParameterValue, "Volume size (%d) must be at least 1 GiB.", *size)
+		}
 		in.Size = *size
 	}
 	m, e := h.cloud.ModifyVolume(in)
