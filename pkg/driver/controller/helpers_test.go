@@ -331,6 +331,7 @@ func TestCodeFor(t *testing.T) {
 		{fmt.Errorf("x: %w", cloud.ErrConflict), codes.FailedPrecondition},
 		{fmt.Errorf("x: %w", cloud.ErrUnavailable), codes.Unavailable},
 		{fmt.Errorf("x: %w", cloud.ErrPermissionDenied), codes.PermissionDenied},
+		{fmt.Errorf("x: %w", cloud.ErrUnsupported), codes.InvalidArgument},
 		{fmt.Errorf("x: %w", cloud.ErrInProgress), codes.DeadlineExceeded},
 		{fmt.Errorf("x: %w", cloud.ErrUnexpected), codes.Internal},
 		{fmt.Errorf("x: %w: %w", cloud.ErrUnavailable, context.DeadlineExceeded), codes.DeadlineExceeded},

@@ -271,4 +271,19 @@ func TestCreateVolumeClone(t *testing.T) {
 	missing.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: "vol-0123456789abcdef0"}}}
 	_, err = h.svc.CreateVolume(h.ctx(), missing)
 	wantCode(t, err, codes.NotFound, "")
+
+	// An EC2-API cloud without CopyVolumes (moto is one): refused at once,
+	// naming the action, and nothing made.
+	if err := h.env.Faults().Patch([]byte(`{"unsupported":["CopyVolumes"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	unsupported := createReq("pvc-clone-unsupported", 10, "")
+	unsupported.VolumeContentSource = source
+	_, err = h.svc.CreateVolume(h.ctx(), unsupported)
+	wantCode(t, err, codes.InvalidArgument, "CopyVolumes")
+	for _, v := range h.env.Cloud().Volumes() {
+		if v.Tags[cloud.TagVolumeName] == "pvc-clone-unsupported" {
+			t.Errorf("a refused clone left volume %s", v.ID)
+		}
+	}
 }
