@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -74,8 +75,8 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.region, "region", model.DefaultRegion, "the region to play")
 	fs.StringVar(&o.zones, "zones", "", "the region's zones as name=id,… (default: <region>a/b/c with IDs <short>-az1/az2/az4)")
 	fs.StringVar(&o.accountID, "account-id", model.DefaultAccountID, "the account that owns every resource")
-	fs.Var(&o.instances, "instance", "declare an instance: id=i-…,type=m5.large,zone=us-east-1a,enis=1,local,tag:Key=Value (repeatable; default: one local m5.large in the first zone)")
-	fs.StringVar(&o.instancesFile, "instances-file", "", "JSON file with a list of instances ({\"id\",\"type\",\"zone\",\"networkInterfaces\",\"local\",\"tags\"}), added to --instance")
+	fs.Var(&o.instances, "instance", "declare an instance: id=i-…,type=m5.large,zone=us-east-1a,enis=1,local,tag:Key=Value; ip=<its private IPv4, which IMDS answers it at>, links=<its by-id link directory>, devices-cgroup=<its cgroup v1 devices directory> make the host play it as one node of several (repeatable; default: one local m5.large in the first zone)")
+	fs.StringVar(&o.instancesFile, "instances-file", "", "JSON file with a list of instances ({\"id\",\"type\",\"zone\",\"networkInterfaces\",\"local\",\"privateIp\",\"view\":{\"linkDir\",\"devicesCgroup\"},\"tags\"}), added to --instance")
 	d := model.DefaultLatencies()
 	fs.DurationVar(&o.latencies.VolumeCreate, "volume-create-latency", d.VolumeCreate, "time a volume stays creating")
 	fs.DurationVar(&o.latencies.VolumeDelete, "volume-delete-latency", d.VolumeDelete, "time a volume stays deleting")
@@ -300,7 +301,9 @@ func (f *instanceFlags) String() string {
 }
 
 // Set parses one instance: comma-separated key=value items (id, type, zone,
-// enis, tag:<key>) and the bare word "local".
+// enis, ip, links, devices-cgroup, tag:<key>) and the bare word "local".
+// links (and devices-cgroup) give the instance a view: the host plays it
+// too, as a node of a multi-node local cluster.
 func (f *instanceFlags) Set(v string) error {
 	var spec model.InstanceSpec
 	for _, item := range splitList(v) {
@@ -314,6 +317,14 @@ func (f *instanceFlags) Set(v string) error {
 			spec.Type = val
 		case key == "zone" && hasVal:
 			spec.Zone = val
+		case key == "ip" && hasVal:
+			spec.PrivateIP = val
+		case key == "links" && hasVal:
+			spec.View = cmp.Or(spec.View, &disks.View{})
+			spec.View.LinkDir = val
+		case key == "devices-cgroup" && hasVal:
+			spec.View = cmp.Or(spec.View, &disks.View{})
+			spec.View.DevicesCgroup = val
 		case key == "enis" && hasVal:
 			n, err := strconv.Atoi(val)
 			if err != nil || n < 1 {
@@ -326,7 +337,7 @@ func (f *instanceFlags) Set(v string) error {
 			}
 			spec.Tags[strings.TrimPrefix(key, "tag:")] = val
 		default:
-			return fmt.Errorf("%q: want id=, type=, zone=, enis=, tag:<key>= or local", item)
+			return fmt.Errorf("%q: want id=, type=, zone=, enis=, ip=, links=, devices-cgroup=, tag:<key>= or local", item)
 		}
 	}
 	f.specs = append(f.specs, spec)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/diskplane/diskplane/pkg/emulator/faults"
+	"github.com/diskplane/diskplane/pkg/emulator/disks"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
@@ -31,7 +32,11 @@ func TestInstanceFlag(t *testing.T) {
 	}{
 		{value: "id=i-0123456789abcdef0,type=m5.large,zone=us-east-1b,local", want: model.InstanceSpec{ID: "i-0123456789abcdef0", Type: "m5.large", Zone: "us-east-1b", Local: true}},
 		{value: "type=t3.medium,enis=3,tag:Name=node-2", want: model.InstanceSpec{Type: "t3.medium", NetworkInterfaces: 3, Tags: map[string]string{"Name": "node-2"}}},
+		{value: "id=i-0000000000000001a,ip=10.89.0.11,links=/run/w1/dev/by-id,devices-cgroup=/sys/fs/cgroup/devices/w1", want: model.InstanceSpec{
+			ID: "i-0000000000000001a", PrivateIP: "10.89.0.11", View: &disks.View{LinkDir: "/run/w1/dev/by-id", DevicesCgroup: "/sys/fs/cgroup/devices/w1"}}},
+		{value: "links=/run/w2/dev/by-id", want: model.InstanceSpec{View: &disks.View{LinkDir: "/run/w2/dev/by-id"}}},
 		{value: "", want: model.InstanceSpec{}},
+		{value: "ip", wantErr: true},
 		{value: "enis=0", wantErr: true},
 		{value: "colour=red", wantErr: true},
 		{value: "local=yes", wantErr: true},

@@ -127,13 +127,19 @@ func New(cfg Config) (*Emulator, error) {
 	}
 	e.EC2 = apiHandler(ec2api.NewHandler(cloud, ec2api.Options{Faults: f, Metrics: metrics, Keys: e.Keys}),
 		sts.NewHandler(e.IAM, e.Services), kms.NewHandler(e.Keys, e.IAM, e.Services))
-	e.IMDS = imds.NewHandler(e.localInstance, cfg.IMDS)
+	e.IMDS = imds.NewHandler(e.callingInstance, cfg.IMDS)
 	e.Admin = adminHandler(admin.NewHandler(cloud, f, reg), e.IAM, e.Keys)
 	return e, nil
 }
 
-// newStore picks the disk store the configuration asks for.
+// newStore picks the disk store the configuration asks for. An instance
+// view exposes loop devices, so it needs the loop store.
 func newStore(cfg Config) (disks.Store, error) {
+	for _, spec := range cfg.Cloud.Instances {
+		if spec.View != nil && (!cfg.Devices || cfg.Guest != nil) {
+			return nil, fmt.Errorf("instance %s has a view: that needs the host's loop devices (not --no-devices, not a guest)", spec.ID)
+		}
+	}
 	if !cfg.Devices {
 		return disks.NewStateOnlyStore(), nil
 	}
@@ -158,10 +164,14 @@ func newStore(cfg Config) (disks.Store, error) {
 	return store, nil
 }
 
-// localInstance describes the local instance to IMDS. Before any instance
-// exists (never, once New returned) it is empty.
-func (e *Emulator) localInstance() imds.Instance {
-	in, zone, ok := e.Cloud.LocalInstance()
+// callingInstance describes to IMDS the instance at the caller's address
+// when the host plays it through a view, else the local instance. Before
+// any instance exists (never, once New returned) it is empty.
+func (e *Emulator) callingInstance(caller string) imds.Instance {
+	in, zone, ok := e.Cloud.ViewedInstanceAt(caller)
+	if !ok {
+		in, zone, ok = e.Cloud.LocalInstance()
+	}
 	if !ok {
 		return imds.Instance{}
 	}

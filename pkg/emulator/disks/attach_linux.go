@@ -49,7 +49,7 @@ func (s *loopStore) attachLocked(volumeID string) (string, error) {
 		devPath = filepath.Join(devDir, name)
 		klog.V(2).InfoS("Attached volume", "volumeID", volumeID, "device", devPath)
 	}
-	if err := s.ensureLink(volumeID, devPath); err != nil {
+	if err := writeLink(s.linkDir, volumeID, devPath); err != nil {
 		return "", fmt.Errorf("attach volume %s: %w", volumeID, err)
 	}
 	return devPath, nil
@@ -211,7 +211,7 @@ func (s *loopStore) removeStrayLinks(want map[string]bool) error {
 	var errs []error
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), tempPrefix+linkPrefix) {
-			// A link ensureLink wrote but did not rename before a crash.
+			// A link writeLink wrote but did not rename before a crash.
 			if err := removeLoopLink(filepath.Join(s.linkDir, e.Name())); err != nil {
 				errs = append(errs, err)
 			}
@@ -257,29 +257,6 @@ func (s *loopStore) ownsLink(volumeID string) bool {
 // linkPath is where the volume's by-id link lives.
 func (s *loopStore) linkPath(volumeID string) string {
 	return filepath.Join(s.linkDir, LinkName(volumeID))
-}
-
-// ensureLink points the volume's link at devPath, replacing whatever link
-// was there in one rename so readers never see it missing.
-func (s *loopStore) ensureLink(volumeID, devPath string) error {
-	link := s.linkPath(volumeID)
-	if cur, err := os.Readlink(link); err == nil && cur == devPath {
-		return nil
-	}
-	if err := os.MkdirAll(s.linkDir, 0o755); err != nil {
-		return fmt.Errorf("create link directory: %w", err)
-	}
-	tmp := filepath.Join(s.linkDir, tempPrefix+LinkName(volumeID)+"-"+strconv.Itoa(os.Getpid()))
-	_ = os.Remove(tmp)
-	if err := os.Symlink(devPath, tmp); err != nil {
-		return fmt.Errorf("create link: %w", err)
-	}
-	if err := os.Rename(tmp, link); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("create link: %w", err)
-	}
-	klog.V(4).InfoS("Linked volume", "link", link, "device", devPath)
-	return nil
 }
 
 // removeLink removes the volume's link if it points at a loop device.

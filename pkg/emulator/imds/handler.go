@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -39,9 +40,9 @@ type Options struct {
 	Now func() time.Time
 }
 
-// handler serves one instance's metadata.
+// handler serves the metadata of the instance that asks.
 type handler struct {
-	source func() Instance
+	source func(caller string) Instance
 	opts   Options
 	// key signs session tokens. Tokens carry their own expiry and signature,
 	// so the handler keeps no per-token state and any number of clients cost
@@ -51,9 +52,10 @@ type handler struct {
 }
 
 // NewHandler returns an http.Handler that serves the metadata of the
-// instance source returns. source is called on every request so the model's
-// current state shows.
-func NewHandler(source func() Instance, opts Options) http.Handler {
+// instance source returns for the caller's IP address (as EC2's IMDS answers
+// each instance about itself). source is called on every request so the
+// model's current state shows.
+func NewHandler(source func(caller string) Instance, opts Options) http.Handler {
 	h := &handler{source: source, opts: opts}
 	if h.opts.Now == nil {
 		h.opts.Now = time.Now
@@ -126,7 +128,11 @@ func (h *handler) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound)
 		return
 	}
-	tree, err := h.source().tree()
+	caller, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		caller = r.RemoteAddr
+	}
+	tree, err := h.source(caller).tree()
 	if err != nil {
 		klog.ErrorS(err, "Cannot render instance metadata")
 		writeError(w, http.StatusInternalServerError)

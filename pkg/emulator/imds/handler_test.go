@@ -51,7 +51,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 func newTestServer(t *testing.T, in Instance, opts Options) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(NewHandler(func() Instance { return in }, opts))
+	srv := httptest.NewServer(NewHandler(func(string) Instance { return in }, opts))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -216,7 +216,7 @@ func TestIdentityDocument(t *testing.T) {
 func TestSourceCalledPerRequest(t *testing.T) {
 	var mu sync.Mutex
 	in := testInstance()
-	srv := httptest.NewServer(NewHandler(func() Instance {
+	srv := httptest.NewServer(NewHandler(func(string) Instance {
 		mu.Lock()
 		defer mu.Unlock()
 		return in
@@ -232,4 +232,9 @@ func TestSourceCalledPerRequest(t *testing.T) {
 	if _, body, _ := do(t, http.MethodGet, url, nil); body != "ami\nebs1\nebs2\nroot" {
 		t.Fatalf("after: %q", body)
 	}
+}
+
+// fixed is a source that answers every caller with the same instance.
+func fixed(in Instance) func(string) Instance {
+	return func(string) Instance { return in }
 }

@@ -55,7 +55,7 @@ func TestSDKClient(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, puts := countingServer(t, NewHandler(testInstance, Options{RequireToken: tc.requireToken}))
+			srv, puts := countingServer(t, NewHandler(fixed(testInstance()), Options{RequireToken: tc.requireToken}))
 			c := sdkimds.New(sdkimds.Options{Endpoint: srv.URL, EnableFallback: tc.fallback})
 			ctx := t.Context()
 
@@ -93,7 +93,7 @@ func TestSDKClient(t *testing.T) {
 }
 
 func TestSDKClientNotFound(t *testing.T) {
-	srv, _ := countingServer(t, NewHandler(testInstance, Options{}))
+	srv, _ := countingServer(t, NewHandler(fixed(testInstance()), Options{}))
 	c := sdkimds.New(sdkimds.Options{Endpoint: srv.URL})
 	_, err := c.GetMetadata(t.Context(), &sdkimds.GetMetadataInput{Path: "outpost-arn"})
 	var status interface{ HTTPStatusCode() int }
@@ -106,7 +106,7 @@ func TestSDKClientNotFound(t *testing.T) {
 // server side: the SDK must get a 401, fetch a new token and succeed.
 func TestSDKRecoversFromExpiredToken(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}
-	srv, puts := countingServer(t, NewHandler(testInstance, Options{RequireToken: true, Now: clock.Now}))
+	srv, puts := countingServer(t, NewHandler(fixed(testInstance()), Options{RequireToken: true, Now: clock.Now}))
 	c := sdkimds.New(sdkimds.Options{Endpoint: srv.URL, EnableFallback: aws.FalseTernary})
 	if got := readMetadata(t, c, "instance-id"); got != "i-0123456789abcdef0" {
 		t.Fatalf("instance-id = %q", got)
@@ -126,7 +126,7 @@ func TestSDKRecoversFromExpiredToken(t *testing.T) {
 // TestSDKEndpointFromEnvironment reaches the handler the way the node plugin
 // does: the shared config reads AWS_EC2_METADATA_SERVICE_ENDPOINT.
 func TestSDKEndpointFromEnvironment(t *testing.T) {
-	srv, _ := countingServer(t, NewHandler(testInstance, Options{}))
+	srv, _ := countingServer(t, NewHandler(fixed(testInstance()), Options{}))
 	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", srv.URL)
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "")
 	t.Setenv("AWS_CONFIG_FILE", t.TempDir()+"/none")

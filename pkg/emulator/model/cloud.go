@@ -103,8 +103,9 @@ func New(cfg Config) (*Cloud, error) {
 }
 
 // reconcileHost brings the host's devices in line with the state: the disk
-// store makes the devices of volumes attached to the local instance and
-// removes any other it made. Device names can differ after a restart (the
+// store makes the devices of volumes attached to the instances the host
+// plays and removes any other it made, and each view exposes its instance's
+// devices and withdraws any other. Device names can differ after a restart (the
 // kernel hands out free loop devices), so the attachments learn theirs
 // again.
 func (c *Cloud) reconcileHost() error {
@@ -112,19 +113,26 @@ func (c *Cloud) reconcileHost() error {
 	if err := c.cfg.Store.Reconcile(ids); err != nil {
 		return fmt.Errorf("reconcile disk store: %w", err)
 	}
-	local := c.localLocked()
 	for _, id := range ids {
-		a := c.st.Volumes[id].attachmentTo(local.ID)
-		if a.State != AttachmentAttached {
-			continue
+		v := c.st.Volumes[id]
+		for _, a := range v.Attachments {
+			if !c.onHost(v, a) || a.State != AttachmentAttached {
+				continue
+			}
+			dev, err := c.cfg.Store.Attach(id)
+			if err != nil {
+				return fmt.Errorf("reconcile disk store: device of %s: %w", id, err)
+			}
+			a.HostDevice = dev
 		}
-		dev, err := c.cfg.Store.Attach(id)
-		if err != nil {
-			return fmt.Errorf("reconcile disk store: device of %s: %w", id, err)
-		}
-		a.HostDevice = dev
 	}
-	return nil
+	var errs []error
+	for id, attached := range c.viewedAttachments() {
+		if err := c.st.Instances[id].View.Reconcile(attached); err != nil {
+			errs = append(errs, fmt.Errorf("reconcile the view of %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Close stops the background loop. The state is already saved: every call

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -56,8 +57,18 @@ type InstanceSpec struct {
 	// NetworkInterfaces is the number of ENIs; 0 means 1.
 	NetworkInterfaces int `json:"networkInterfaces,omitempty"`
 	// Local marks the instance this host plays. At most one instance is
-	// local; when none is marked, the first one is.
+	// local; when none is marked and no instance has a View, the first one is.
 	Local bool `json:"local,omitempty"`
+	// PrivateIP is the primary private IPv4 address of the instance's first
+	// network interface; empty means a random one. IMDS answers a request
+	// from this address with this instance, as EC2's answers the instance
+	// that asks: the nodes of a multi-node local cluster set their own.
+	PrivateIP string `json:"privateIp,omitempty"`
+	// View, when set, makes the host play this instance too, beside or
+	// instead of the local one: its volumes get real devices that only this
+	// instance's link directory and devices cgroup expose. It cannot be set
+	// on the local instance, which sees the store's own link directory.
+	View *disks.View `json:"view,omitempty"`
 	// Tags are the instance's tags.
 	Tags map[string]string `json:"tags,omitempty"`
 }
@@ -156,7 +167,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Now = time.Now
 	}
 	cfg.Instances = slices.Clone(cfg.Instances)
-	locals := 0
+	locals, viewed, ips := 0, 0, map[string]bool{}
 	for i, spec := range cfg.Instances {
 		if spec.Type == "" {
 			cfg.Instances[i].Type = DefaultInstanceType
@@ -177,14 +188,42 @@ func (cfg Config) withDefaults() (Config, error) {
 		if spec.Local {
 			locals++
 		}
+		if err := validateHosting(spec, ips); err != nil {
+			return cfg, fmt.Errorf("instance %d: %w", i, err)
+		}
+		if spec.View != nil {
+			viewed++
+		}
 	}
 	if locals > 1 {
 		return cfg, errors.New("more than one instance is marked local")
 	}
-	if locals == 0 && len(cfg.Instances) > 0 {
+	if locals == 0 && viewed == 0 && len(cfg.Instances) > 0 {
 		cfg.Instances[0].Local = true
 	}
 	return cfg, nil
+}
+
+// validateHosting checks what makes the host play an instance: a valid,
+// unique private address, and a usable view that the local instance lacks.
+func validateHosting(spec InstanceSpec, ips map[string]bool) error {
+	if spec.PrivateIP != "" {
+		ip, err := netip.ParseAddr(spec.PrivateIP)
+		if err != nil || !ip.Is4() {
+			return fmt.Errorf("private IP %q is not an IPv4 address", spec.PrivateIP)
+		}
+		if ips[spec.PrivateIP] {
+			return fmt.Errorf("private IP %s is declared twice", spec.PrivateIP)
+		}
+		ips[spec.PrivateIP] = true
+	}
+	if spec.View == nil {
+		return nil
+	}
+	if spec.Local {
+		return errors.New("the local instance cannot have a view: it sees the disk store's link directory")
+	}
+	return spec.View.Validate()
 }
 
 // findZone looks a zone up by name.

@@ -3,6 +3,8 @@ package model
 import (
 	"strings"
 	"testing"
+
+	"github.com/diskplane/diskplane/pkg/emulator/disks"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -18,6 +20,12 @@ func TestConfigDefaults(t *testing.T) {
 		{name: "two local", cfg: Config{Store: newFakeStore(), Instances: []InstanceSpec{{Local: true}, {Local: true}}}, wantErr: "more than one"},
 		{name: "negative interfaces", cfg: Config{Store: newFakeStore(), Instances: []InstanceSpec{{NetworkInterfaces: -1}}}, wantErr: "negative"},
 		{name: "fine", cfg: Config{Store: newFakeStore(), Instances: []InstanceSpec{{}, {Type: "t2.medium", Zone: "us-east-1c"}}}},
+		{name: "bad private IP", cfg: Config{Store: newFakeStore(), Instances: []InstanceSpec{{PrivateIP: "10.89.0"}}}, wantErr: "not an IPv4 address"},
+		{name: "IPv6 private IP", cfg: Config{Store: newFakeStore(), Instances: []InstanceSpec{{PrivateIP: "fd00::1"}}}, wantErr: "not an IPv4 address"},
+		{name: "private IP twice", cfg: Config{Store: newFakeStore(), Instances: []InstanceSpec{{PrivateIP: "10.89.0.11"}, {PrivateIP: "10.89.0.11"}}}, wantErr: "declared twice"},
+		{name: "view on the local instance", cfg: Config{Store: newFakeStore(), Instances: []InstanceSpec{{Local: true, View: &disks.View{LinkDir: "/dev/x"}}}}, wantErr: "local instance cannot have a view"},
+		{name: "relative link directory", cfg: Config{Store: newFakeStore(), Instances: []InstanceSpec{{}, {View: &disks.View{LinkDir: "dev/x"}}}}, wantErr: "absolute path"},
+		{name: "relative cgroup", cfg: Config{Store: newFakeStore(), Instances: []InstanceSpec{{}, {View: &disks.View{LinkDir: "/dev/x", DevicesCgroup: "devices/w1"}}}}, wantErr: "absolute path"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,5 +89,25 @@ func TestInstancesAreLaunchedOnce(t *testing.T) {
 	}
 	if tc.store.size(bd[0].VolumeID) != 8*gib {
 		t.Fatal("root volume has no bytes in the store")
+	}
+}
+
+// TestOnlyViewedInstancesHaveNoLocalOne checks that a cloud whose instances
+// all have views (the nodes of a multi-node cluster) gets no local instance:
+// the first would otherwise be played twice, through the store's own link
+// directory and through its view.
+func TestOnlyViewedInstancesHaveNoLocalOne(t *testing.T) {
+	cfg := Config{Store: newFakeStore(), Instances: []InstanceSpec{
+		{PrivateIP: "10.89.0.11", View: &disks.View{LinkDir: "/x/1"}},
+		{PrivateIP: "10.89.0.12", View: &disks.View{LinkDir: "/x/2"}},
+	}}
+	got, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, spec := range got.Instances {
+		if spec.Local {
+			t.Errorf("instance %d is local", i)
+		}
 	}
 }

@@ -52,11 +52,16 @@ func (c *Cloud) declareInstances() error {
 		}
 		in.Type = spec.Type
 		in.Local = spec.Local
+		in.View = spec.View
+		if spec.PrivateIP != "" {
+			in.NetworkInterfaces[0].PrivateIPs[0] = spec.PrivateIP
+		}
 		matched[in.ID] = true
 	}
 	for id, in := range c.st.Instances {
 		if !matched[id] {
 			in.Local = false
+			in.View = nil
 		}
 	}
 	return nil
@@ -162,25 +167,64 @@ func (c *Cloud) localLocked() *Instance {
 }
 
 // hostAttachedVolumes lists the volumes whose device should exist on this
-// host: attached (or still detaching) to the local instance, root excluded.
+// host: attached (or still detaching) to an instance the host plays (the
+// local one, or one with a view), root excluded; each volume once.
 func (c *Cloud) hostAttachedVolumes() []string {
-	local := c.localLocked()
-	if local == nil {
-		return nil
-	}
 	var ids []string
 	for _, v := range c.st.Volumes {
 		if v.Root {
 			continue
 		}
 		for _, a := range v.Attachments {
-			if a.InstanceID == local.ID && (a.State == AttachmentAttached || a.State == AttachmentDetaching) {
+			if c.onHost(v, a) && (a.State == AttachmentAttached || a.State == AttachmentDetaching) {
 				ids = append(ids, v.ID)
+				break
 			}
 		}
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// viewedAttachments maps each instance with a view to the volumes attached
+// to it and their devices: what the view must expose after a restart.
+func (c *Cloud) viewedAttachments() map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for id, in := range c.st.Instances {
+		if in.View != nil {
+			out[id] = map[string]string{}
+		}
+	}
+	for _, v := range c.st.Volumes {
+		for _, a := range v.Attachments {
+			if m, ok := out[a.InstanceID]; ok && !v.Root && a.State == AttachmentAttached && a.HostDevice != "" {
+				m[v.ID] = a.HostDevice
+			}
+		}
+	}
+	return out
+}
+
+// ViewedInstanceAt is the instance with a view whose network interfaces
+// carry the address, with its zone, so that IMDS answers the instance that
+// asks; ok is false when there is none. Only instances with a view count:
+// the random addresses of the others could be a real machine's.
+func (c *Cloud) ViewedInstanceAt(ip string) (in Instance, zone Zone, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range slices.Sorted(maps.Keys(c.st.Instances)) {
+		cand := c.st.Instances[id]
+		if cand.View == nil {
+			continue
+		}
+		for _, n := range cand.NetworkInterfaces {
+			if slices.Contains(n.PrivateIPs, ip) {
+				z, _ := findZone(c.cfg.Zones, cand.Zone)
+				return cloneInstance(cand), z, true
+			}
+		}
+	}
+	return Instance{}, Zone{}, false
 }
 
 // LocalInstance is the instance this host plays, with the launch-time

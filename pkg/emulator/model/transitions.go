@@ -79,6 +79,12 @@ func (c *Cloud) advanceAttachment(v *Volume, a *Attachment, now time.Time) bool 
 				klog.ErrorS(err, "Disk store could not attach the volume; will retry", "volumeID", v.ID)
 				return true
 			}
+			if view := c.viewOf(a); view != nil && dev != "" {
+				if err := view.Expose(v.ID, dev); err != nil {
+					klog.ErrorS(err, "Could not expose the volume to its instance; will retry", "volumeID", v.ID, "instanceID", a.InstanceID)
+					return true
+				}
+			}
 			a.HostDevice = dev
 		}
 		a.State = AttachmentAttached
@@ -86,11 +92,17 @@ func (c *Cloud) advanceAttachment(v *Volume, a *Attachment, now time.Time) bool 
 		c.markDirty()
 		klog.V(2).InfoS("Volume attached", "volumeID", v.ID, "instanceID", a.InstanceID, "device", a.Device, "hostDevice", a.HostDevice)
 	case a.State == AttachmentDetaching && !now.Before(a.Due):
-		if host {
+		if host && !c.sharedOnHost(v, a) {
 			if err := c.cfg.Store.Detach(v.ID, a.Force); err != nil && !errors.Is(err, disks.ErrNotFound) {
 				if !errors.Is(err, disks.ErrBusy) {
 					klog.ErrorS(err, "Disk store could not detach the volume; will retry", "volumeID", v.ID)
 				}
+				return true
+			}
+		}
+		if view := c.viewOf(a); view != nil {
+			if err := view.Withdraw(v.ID, a.HostDevice); err != nil {
+				klog.ErrorS(err, "Could not withdraw the volume from its instance; will retry", "volumeID", v.ID, "instanceID", a.InstanceID)
 				return true
 			}
 		}
@@ -101,13 +113,34 @@ func (c *Cloud) advanceAttachment(v *Volume, a *Attachment, now time.Time) bool 
 	return true
 }
 
-// onHost reports whether an attachment is backed by a device on this host.
+// onHost reports whether an attachment is backed by a device on this host:
+// the volume is attached to the local instance or to one with a view.
 func (c *Cloud) onHost(v *Volume, a *Attachment) bool {
 	if v.Root {
 		return false
 	}
 	in := c.st.Instances[a.InstanceID]
-	return in != nil && in.Local
+	return in != nil && (in.Local || in.View != nil)
+}
+
+// viewOf is the view of the attachment's instance, or nil.
+func (c *Cloud) viewOf(a *Attachment) *disks.View {
+	if in := c.st.Instances[a.InstanceID]; in != nil {
+		return in.View
+	}
+	return nil
+}
+
+// sharedOnHost reports whether another instance the host plays still uses
+// the volume's device (a multi-attached volume), so that detaching a from
+// its instance must leave the device bound.
+func (c *Cloud) sharedOnHost(v *Volume, a *Attachment) bool {
+	for _, o := range v.Attachments {
+		if o != a && c.onHost(v, o) && (o.State == AttachmentAttached || o.State == AttachmentDetaching) {
+			return true
+		}
+	}
+	return false
 }
 
 // advanceSnapshot updates a pending snapshot's progress and completes it.

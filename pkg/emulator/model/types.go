@@ -4,6 +4,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/diskplane/diskplane/pkg/emulator/disks"
 )
 
 // VolumeState is a volume's lifecycle state as DescribeVolumes reports it.
@@ -172,6 +174,9 @@ type Instance struct {
 	// Local marks the instance this host plays: volumes attached to it get a
 	// real block device through the disk store, and IMDS describes it.
 	Local bool `json:"local,omitempty"`
+	// View, when set, is how the host plays this instance as well: its
+	// volumes get real devices that the view exposes to it alone.
+	View *disks.View `json:"view,omitempty"`
 }
 
 // cloneVolume returns a deep copy of v.
@@ -203,6 +208,10 @@ func cloneInstance(in *Instance) Instance {
 	c.NetworkInterfaces = slices.Clone(in.NetworkInterfaces)
 	for i := range c.NetworkInterfaces {
 		c.NetworkInterfaces[i].PrivateIPs = slices.Clone(in.NetworkInterfaces[i].PrivateIPs)
+	}
+	if in.View != nil {
+		view := *in.View
+		c.View = &view
 	}
 	return c
 }
