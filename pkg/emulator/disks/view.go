@@ -12,10 +12,11 @@ import "fmt"
 //     directory below the instance's own /dev). The volume's link appears there
 //     at attach and goes at detach, so only that instance discovers it.
 //   - DevicesCgroup is the cgroup v1 devices directory that holds the
-//     instance's containers (the kubelet's cgroup root). It must deny every
-//     loop device by default; the View grants the volume's device at attach
-//     and denies it again at detach, so that no other instance can open it
-//     even by making its own device node. Empty means no cgroup is managed.
+//     instance's containers (the kubelet's cgroup root). It must deny
+//     reading and writing every loop device by default ("b 7:N rw"); the
+//     View grants the volume's device at attach and denies it again at
+//     detach, so that no other instance can open it even through a device
+//     node it makes itself. Empty means no cgroup is managed.
 //
 // The loop device nodes and sysfs stay visible to every instance: the
 // isolation is of discovery and access, not of the kernel's listing.

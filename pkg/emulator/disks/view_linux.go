@@ -117,9 +117,9 @@ func writeLink(dir, volumeID, devPath string) error {
 	return nil
 }
 
-// deviceRule is a cgroup v1 devices rule for read, write and mknod of one
-// block device.
-func deviceRule(devPath string) (string, error) {
+// deviceRule is a cgroup v1 devices rule for one block device with the
+// given access ("rwm", "rw").
+func deviceRule(devPath, access string) (string, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(devPath, &st); err != nil {
 		return "", fmt.Errorf("device %s: %w", devPath, err)
@@ -127,7 +127,7 @@ func deviceRule(devPath string) (string, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
 		return "", fmt.Errorf("device %s is not a block device", devPath)
 	}
-	return fmt.Sprintf("b %d:%d rwm", unix.Major(st.Rdev), unix.Minor(st.Rdev)), nil
+	return fmt.Sprintf("b %d:%d %s", unix.Major(st.Rdev), unix.Minor(st.Rdev), access), nil
 }
 
 // grantDevice allows the device in a devices cgroup and in every cgroup
@@ -138,7 +138,7 @@ func deviceRule(devPath string) (string, error) {
 // device. Cgroups that deny by default (ordinary containers) are left
 // alone: they get only the devices their runtime lists.
 func grantDevice(root, devPath string) error {
-	rule, err := deviceRule(devPath)
+	rule, err := deviceRule(devPath, "rwm")
 	if err != nil {
 		return err
 	}
@@ -168,10 +168,13 @@ func grantDevice(root, devPath string) error {
 	})
 }
 
-// denyDevice denies the device in a devices cgroup; the kernel passes a
-// denial down to every cgroup below it.
+// denyDevice denies reading and writing the device in a devices cgroup;
+// the kernel passes a denial down to every cgroup below it. Making a device
+// node stays allowed: runc gives every ordinary container "b *:* m", which
+// the kernel refuses under a parent that denies m for any block device, so
+// such a cgroup would start no container at all.
 func denyDevice(root, devPath string) error {
-	rule, err := deviceRule(devPath)
+	rule, err := deviceRule(devPath, "rw")
 	if err != nil {
 		return err
 	}

@@ -18,11 +18,12 @@ const requireDevicesCgroupEnv = "DISKPLANE_REQUIRE_DEVICES_CGROUP"
 // devicesCgroupRoot is where the cgroup v1 devices controller is mounted.
 const devicesCgroupRoot = "/sys/fs/cgroup/devices"
 
-// newInstanceCgroup makes a devices cgroup that denies every loop device, as
-// a node of the multi-node local cluster gets (hack/local-cluster), with two
-// cgroups below it made afterwards: "privileged" allows by default (its
-// parent's denials copied) and "plain" denies by default, as runc makes
-// them. They are removed when the test ends.
+// newInstanceCgroup makes a devices cgroup that denies reading and writing
+// every loop device, as a node of the multi-node local cluster gets
+// (hack/local-cluster), with two cgroups below it made afterwards:
+// "privileged" allows by default (its parent's denials copied) and "plain"
+// denies by default, as runc makes them. They are removed when the test
+// ends.
 func newInstanceCgroup(t *testing.T, name string) string {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(devicesCgroupRoot, "devices.allow")); err != nil {
@@ -41,7 +42,7 @@ func newInstanceCgroup(t *testing.T, name string) string {
 		}
 	})
 	for n := range 1024 {
-		if err := writeDeviceRule(filepath.Join(root, "devices.deny"), fmt.Sprintf("b 7:%d rwm", n), false); err != nil {
+		if err := writeDeviceRule(filepath.Join(root, "devices.deny"), fmt.Sprintf("b 7:%d rw", n), false); err != nil {
 			t.Fatal(err)
 		}
 	}
