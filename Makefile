@@ -206,11 +206,16 @@ e2e-external: build
 # (hack/e2e/incluster.sh): the images built here, the EC2 emulator the only
 # host process. Both need root; make demo-down tears everything down.
 
-.PHONY: e2e-helm e2e-kustomize
+.PHONY: e2e-helm e2e-kustomize e2e-multinode
 
 ## e2e-helm: helm install into the local cluster (node with the startup taint), then tests/e2e, helm upgrade under a mounted volume, leader failover, claims under chaos (E2E_CHAOS=full|ci), helm uninstall leaving nothing
 e2e-helm: build
 	E2E_FLAGS='$(E2E_FLAGS)' E2E_RUN='$(E2E_RUN)' E2E_SKIP='$(E2E_SKIP)' hack/e2e/incluster.sh helm
+
+## e2e-multinode: a multi-node local cluster (NODES=3 workers in two zones, each an emulator instance that sees only its own volumes),
+## Diskplane installed with Helm, then the scenarios of tests/e2e/multinode (E2E_MULTINODE_PROFILE=full|ci; E2E_MULTINODE_RUN=<regexp>)
+e2e-multinode: build
+	E2E_FLAGS='$(E2E_FLAGS)' hack/e2e/multinode.sh
 
 ## e2e-kustomize: the same with kubectl apply -k hack/e2e/kustomize and kubectl delete -k (no upgrade step);
 ## E2E_RUN=<regexp> runs only those tests of tests/e2e (CI: one per sidecar the manifests wire up);

@@ -5,11 +5,14 @@
 # parallel Ginkgo processes. Expects hack/e2e/up.sh external to have run
 # (make e2e-external does both).
 #
-#   hack/e2e/external.sh [full|ci]
+#   hack/e2e/external.sh [full|ci|multinode]
 #     full  every External Storage spec but those tests/e2e/README.md lists as
 #           skipped, and why (the default)
 #     ci    the subset .ci/run runs: one spec of each suite that matters to
 #           Diskplane (see CI_FOCUS below)
+#     multinode  the specs that need several nodes or zones, in the
+#           multi-node cluster with Diskplane installed by Helm (make
+#           e2e-multinode runs them after its scenarios)
 #
 # Environment:
 #   PROCS     (4) parallel Ginkgo processes; the specs mostly wait for the
@@ -60,7 +63,19 @@ case $profile in
     skip=$base_skip
     timeout=40m
     ;;
-  *) lc_die "usage: hack/e2e/external.sh [full|ci]" ;;
+  multinode)
+    # Volumes used from pods on different nodes, one after the other (EBS
+    # attaches a filesystem volume to one node at a time), and topology
+    # across the two zones, which a single node cannot show.
+    focus="$driver_specs.*("
+    focus+='multiVolume.*on different node'
+    focus+='|topology should fail to schedule a pod which has topologies that conflict with AllowedTopologies'
+    focus+='|topology should provision a volume and schedule a pod with AllowedTopologies'
+    focus+=')'
+    skip=$base_skip
+    timeout=40m
+    ;;
+  *) lc_die "usage: hack/e2e/external.sh [full|ci|multinode]" ;;
 esac
 focus=${FOCUS:-$focus}
 skip=${SKIP:-$skip}
@@ -69,7 +84,8 @@ procs=${PROCS:-4}
 
 e2e_test=$lc_bin/e2e.test
 [[ -x $e2e_test ]] || lc_die "$e2e_test is missing; run hack/local-cluster/build.sh e2e (make e2e-external does)"
-lc_pid_alive driver-plugin || lc_die "Diskplane does not run in the local cluster; run hack/e2e/up.sh external first"
+lc_pid_alive driver-plugin || [[ -n $(e2e_installed) ]] ||
+  lc_die "Diskplane does not run in the local cluster; run hack/e2e/up.sh external first"
 # The volume limits spec fills the node's every attachment slot the driver
 # reports: a volume attached for something else (the demo's pod) would leave
 # its pod unschedulable.

@@ -51,13 +51,19 @@
 # proved on the same rendered objects). Needs root.
 # shellcheck disable=SC2317 # the steps' functions run through step()
 set -euo pipefail
-# Where the emulator links attached volumes: a directory of its own below
-# /dev, which the node plugin's pod mounts from the host, and which never
-# mixes with the machine's /dev/disk/by-id. hack/e2e/kustomize says the same.
+# Where the node plugin finds the by-id links of attached volumes: a
+# directory of its own below /dev, which the node plugin's pod mounts from
+# its node, and which never mixes with the machine's /dev/disk/by-id.
+# hack/e2e/kustomize says the same. On the single node the emulator links
+# there itself; in a multi-node cluster (NODES > 1) it links each volume in
+# its worker's /dev only and keeps its own links in its data directory.
 links=/dev/diskplane-e2e-by-id
+export E2E_NODE_LINK_DIR=$links
+(("${NODES:-1}" > 1)) || export E2E_DEVICE_LINK_DIR=$links
 # The emulator's EC2 and IMDS listeners on every address: the pods dial the
-# node's (hack/chart/values-local-cluster.yaml's $(HOST_IP)).
-export E2E_EMULATOR_LISTEN=0.0.0.0 E2E_DEVICE_LINK_DIR=$links
+# node's (hack/chart/values-local-cluster.yaml's $(HOST_IP)), or on the
+# workers of a multi-node cluster the bridge's (values-multinode.yaml).
+export E2E_EMULATOR_LISTEN=0.0.0.0
 source "$(dirname "$0")/lib.sh"
 lc_require_root "hack/e2e/incluster.sh"
 
@@ -75,6 +81,9 @@ case $method:${2:-} in
   helm:install | kustomize:install) only_install=1 ;;
   *) lc_die "usage: hack/e2e/incluster.sh helm|kustomize [install]" ;;
 esac
+# The kustomize overlay points the pods at their node's address, which the
+# workers of a multi-node cluster do not serve the emulator on.
+[[ $method == helm ]] || ((NODES == 1)) || lc_die "a multi-node cluster (NODES=$NODES) is installed with Helm only"
 
 namespace=kube-system
 release=diskplane
@@ -125,9 +134,9 @@ finish() {
   exit "$failed"
 }
 
-node_name() { lc_kubectl get nodes -o jsonpath='{.items[0].metadata.name}'; }
+node_names() { lc_kubectl get nodes -o jsonpath='{.items[*].metadata.name}'; }
 node_ip() { lc_kubectl get nodes -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}'; }
-node_taints() { lc_kubectl get nodes -o jsonpath='{.items[0].spec.taints[*].key}'; }
+node_taints() { lc_kubectl get node "$1" -o jsonpath='{.spec.taints[*].key}'; }
 
 cluster() {
   e2e_require_binaries
@@ -145,26 +154,42 @@ cluster() {
     return 0
   fi
   e2e_require_not_installed
-  # A cluster that was already up has a node registered without the taint:
+  # A cluster that was already up has nodes registered without the taint:
   # add it, as a node group's launch settings would have.
-  if [[ " $(node_taints) " != *" $taint "* ]]; then
-    lc_log "the node has no startup taint (the cluster was up already): adding $taint:NoExecute"
-    lc_kubectl taint node "$(node_name)" "$taint:NoExecute"
-  fi
-  lc_log "node $(node_name) ($(node_ip)) has taints: $(node_taints)"
+  local node
+  for node in $(node_names); do
+    if [[ " $(node_taints "$node") " != *" $taint "* ]]; then
+      lc_log "node $node has no startup taint (the cluster was up already): adding $taint:NoExecute"
+      lc_kubectl taint node "$node" "$taint:NoExecute"
+    fi
+    lc_log "node $node has taints: $(node_taints "$node")"
+  done
 }
 
 emulator() {
+  local want=$links
+  e2e_multinode && want=$e2e_emulator_dir/by-id
+  if lc_pid_alive emulator; then
+    [[ $e2e_links == "$want" ]] ||
+      lc_die "the running emulator links volumes in $e2e_links, not $want where this cluster needs them; run make demo-down first"
+  fi
+  # A record left by an emulator that no longer runs does not count.
+  e2e_links=$want
+  e2e_emulator_up
+  if e2e_multinode; then
+    # Each worker must be answered as its own instance.
+    local name ip zone id rest got
+    while IFS=$'\t' read -r name ip zone id rest; do
+      [[ -z $name || $name == \#* ]] && continue
+      got=$("$lc_here/worker.sh" exec "${name#worker-}" curl -fsS "http://$e2e_worker_gateway:8701/latest/meta-data/instance-id") ||
+        lc_die "the emulator's IMDS does not answer $name on $e2e_worker_gateway:8701"
+      [[ $got == "$id" ]] || lc_die "the emulator's IMDS answers $name ($ip) as $got, not its instance $id"
+    done <"$lc_workers_tsv"
+    return 0
+  fi
   local ip
   ip=$(node_ip)
   [[ -n $ip ]] || lc_die "the node reports no InternalIP"
-  if lc_pid_alive emulator; then
-    [[ $e2e_links == "$links" ]] ||
-      lc_die "the running emulator links volumes in $e2e_links, which the node plugin's pod cannot see; run make demo-down first"
-  fi
-  # A record left by an emulator that no longer runs does not count.
-  e2e_links=$links
-  e2e_emulator_up
   curl -fsS -o /dev/null "http://$ip:8701/latest/meta-data/instance-id" ||
     lc_die "the emulator's IMDS does not answer on the node's address $ip:8701 (started by make e2e on 127.0.0.1 only?); run make demo-down first"
 }
@@ -201,8 +226,10 @@ install() {
       local windows=()
       ((only_install)) || windows=(--set node.windows.enabled=true
         --set "node.windows.pipeAdmissionPolicy.allowedServiceAccounts={default/diskplane-e2e-pipes}")
+      local multinode=()
+      e2e_multinode && multinode=(-f "$lc_repo/hack/chart/values-multinode.yaml")
       lc_helm "${verb[@]}" "$release" "$lc_repo/charts/diskplane" --namespace "$namespace" \
-        -f "$lc_repo/hack/chart/values-local-cluster.yaml" \
+        -f "$lc_repo/hack/chart/values-local-cluster.yaml" "${multinode[@]}" \
         --set controller.logLevel=4 --set node.logLevel=4 \
         --set "node.additionalArgs={--device-link-dir=$links}" "${windows[@]}"
       ;;
@@ -214,7 +241,7 @@ install() {
   esac
   lc_wait "controller Deployment ready" 300 controller_ready || return 1
   lc_wait "node DaemonSet ready" 300 node_ready || return 1
-  lc_wait "driver $DRIVER_NAME registered on the node" 120 e2e_driver_registered || return 1
+  lc_wait "driver $DRIVER_NAME registered on every node" 120 e2e_driver_registered || return 1
   lc_log "Diskplane ready $((SECONDS - start))s after the $method install command started"
 }
 

@@ -24,6 +24,14 @@
 #                    sees only the host's /dev and kubelet dir, so
 #                    hack/e2e/incluster.sh puts them below /dev. The emulator
 #                    records its choice: later scripts use the running one's.
+#   NODES            (1) the cluster's nodes: 1 is the single node on the
+#                    host; N > 1 is a control plane on the host and N
+#                    workers (hack/local-cluster WORKERS=N), each worker an
+#                    instance of the emulator that sees only its own volumes
+#                    (make demo NODES=3, make e2e-multinode)
+#   E2E_NODE_LINK_DIR  (/dev/diskplane-e2e-by-id) in a multi-node cluster,
+#                    the by-id directory inside each worker's /dev where the
+#                    emulator links the volumes attached to that worker
 #   LOCAL_CLUSTER_DIR                          see hack/local-cluster/lib.sh
 
 e2e_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -55,6 +63,12 @@ e2e_ec2_listen=127.0.0.1:8700
 e2e_imds_listen=127.0.0.1:8701
 e2e_admin_listen=127.0.0.1:8702
 e2e_socket=$lc_kubelet_dir/plugins/$DRIVER_NAME/csi.sock
+export NODES=${NODES:-1}
+[[ $NODES =~ ^[1-9][0-9]*$ ]] || lc_die "NODES=$NODES: want a number of nodes, 1 or more"
+e2e_node_links=${E2E_NODE_LINK_DIR:-/dev/diskplane-e2e-by-id}
+# Pods on the workers of a multi-node cluster reach the host's processes (the
+# emulator) at the workers' bridge, not at their node's address.
+e2e_worker_gateway=$lc_worker_net.1
 
 # The SDK's standard settings point the driver at the emulator; there is no
 # emulator-specific code path in Diskplane. Its EC2 checks no signature, so
@@ -70,9 +84,40 @@ export AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local
 # Helm chart configures it, so VolumeAttributesClass tag templates work.
 export RESIZER_ARGS=${RESIZER_ARGS:---extra-modify-metadata}
 
-# e2e_cluster_up brings up the local cluster unless it runs already.
+# e2e_multinode succeeds when the local cluster has workers (WORKERS=N up.sh).
+e2e_multinode() { [[ -s $lc_workers_tsv ]]; }
+
+# e2e_cluster_up brings up the local cluster unless it runs already: NODES
+# workers when NODES > 1, else the single node. A cluster that is up with
+# another shape must go first.
 e2e_cluster_up() {
-  "$lc_here/up.sh" >/dev/null
+  if lc_pid_alive kube-apiserver; then
+    local workers=0
+    e2e_multinode && workers=$(grep -vc '^#' "$lc_workers_tsv")
+    ((NODES == 1 && workers == 0 || NODES > 1 && workers == NODES)) ||
+      lc_die "the local cluster is up with $workers workers, NODES=$NODES asks for another; run make demo-down first"
+  fi
+  if ((NODES > 1)); then
+    WORKERS=$NODES "$lc_here/up.sh" >/dev/null
+  else
+    "$lc_here/up.sh" >/dev/null
+  fi
+}
+
+# e2e_instance_flags prints the emulator's --instance flags, one per line:
+# the single node's local instance, or one instance per worker of a
+# multi-node cluster with its view (its address, by-id directory and devices
+# cgroup, from hack/local-cluster's run/workers.tsv).
+e2e_instance_flags() {
+  if ! e2e_multinode; then
+    echo "--instance=id=$INSTANCE_ID,type=$INSTANCE_TYPE,zone=$ZONE,local"
+    return
+  fi
+  local name ip zone id type dev cgroup rest
+  while IFS=$'\t' read -r name ip zone id type dev cgroup rest; do
+    [[ -z $name || $name == \#* ]] && continue
+    echo "--instance=id=$id,type=$type,zone=$zone,ip=$ip,links=$dev/${e2e_node_links#/dev/},devices-cgroup=$cgroup"
+  done <"$lc_workers_tsv"
 }
 
 e2e_emulator_healthy() { curl -fsS "http://$e2e_admin_listen/healthz" >/dev/null 2>&1; }
@@ -89,14 +134,15 @@ e2e_emulator_up() {
   for port in ${e2e_ec2_listen##*:} ${e2e_imds_listen##*:} ${e2e_admin_listen##*:}; do
     ! ss -Hltn "sport = :$port" | grep -q . || lc_die "port $port is taken: is another ec2-emulator running?"
   done
-  local extra=()
+  local extra=() instances=()
   read -r -a extra <<<"${EMULATOR_ARGS:-}"
+  mapfile -t instances < <(e2e_instance_flags)
   mkdir -p "$e2e_emulator_dir"
   echo "$e2e_links" >"$e2e_links_record"
   lc_start emulator "$e2e_emulator" --data-dir="$e2e_emulator_dir" --device-link-dir="$e2e_links" \
     --listen="$e2e_listen_host:${e2e_ec2_listen##*:}" --imds-listen="$e2e_listen_host:${e2e_imds_listen##*:}" \
     --admin-listen="$e2e_admin_listen" \
-    --region="$REGION" --instance="id=$INSTANCE_ID,type=$INSTANCE_TYPE,zone=$ZONE,local" -v=2 "${extra[@]}"
+    --region="$REGION" "${instances[@]}" -v=2 "${extra[@]}"
   lc_wait "ec2-emulator ready" 30 e2e_emulator_healthy ||
     lc_die "the emulator did not start; see $lc_logs/emulator.log"
 }
@@ -159,9 +205,12 @@ e2e_driver_down() {
   "$lc_here/driver.sh" down
 }
 
-# e2e_driver_registered succeeds once the node's CSINode lists the driver.
+# e2e_driver_registered succeeds once every node's CSINode lists the driver.
 e2e_driver_registered() {
-  lc_kubectl get csinode -o jsonpath='{.items[*].spec.drivers[*].name}' | grep -qw "$DRIVER_NAME"
+  local nodes registered
+  nodes=$(lc_kubectl get nodes -o name | wc -l)
+  registered=$(lc_kubectl get csinode -o jsonpath='{range .items[*]}{.spec.drivers[*].name}{"\n"}{end}' | grep -cw "$DRIVER_NAME")
+  ((nodes > 0 && registered == nodes))
 }
 
 # e2e_require_binaries fails with the command to run when make build's

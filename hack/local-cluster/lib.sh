@@ -1,6 +1,7 @@
 # shellcheck shell=bash disable=SC2034 # the scripts that source this use the paths
-# Shared by build.sh, up.sh, down.sh and driver.sh: where things live, and the
-# careful start/stop of host processes. Source it; it defines no side effects.
+# Shared by build.sh, up.sh, down.sh, worker.sh and driver.sh: where things
+# live, and the careful start/stop of host processes. Source it; it defines no
+# side effects.
 #
 # Every path can be moved with LOCAL_CLUSTER_DIR (default
 # <repo>/_output/local-cluster, git-ignored):
@@ -36,6 +37,23 @@ lc_cni_name=diskplane-local
 lc_cni_bridge=dpl0
 lc_pod_cidr=10.244.0.0/24
 lc_service_cidr=10.96.0.0/16
+
+# Multi-node mode (WORKERS=N up.sh, worker.sh): worker k runs its containerd,
+# kubelet and kube-proxy in namespaces of its own; everything of it lives in
+# run/workers/k/ (and lc_state/worker-k for containerd's sockets), and
+# run/workers.tsv describes the workers for other scripts. The host reaches
+# the workers through the bridge dpn0 (10.89.0.1); worker k is 10.89.0.(10+k)
+# in network namespace dpw-k, behind the veth dpv-k, with pods in 10.244.k.0/24
+# and pod cgroups below /diskplane-worker-k.
+lc_workers=$lc_run/workers
+lc_workers_tsv=$lc_run/workers.tsv
+lc_worker_bridge=dpn0
+lc_worker_net=10.89.0
+lc_worker_netns=dpw-
+lc_worker_veth=dpv-
+lc_worker_cgroup=diskplane-worker-
+# Worker addresses 10.89.0.11-.250 and pod networks 10.244.1-240.0/24.
+lc_max_workers=240
 
 lc_log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
 lc_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
@@ -120,10 +138,43 @@ lc_wait() {
   lc_log "$what after $((SECONDS - start))s"
 }
 
+# lc_import_images SOCKET [ARCHIVE...] imports image archives (default: every
+# one build.sh made) into the k8s.io namespace, the kubelet's, of the
+# containerd listening on SOCKET.
+lc_import_images() {
+  local socket=$1 archive names=()
+  shift
+  (($#)) || set -- "$lc_images"/*.tar
+  for archive; do
+    ctr --address "$socket" --namespace k8s.io images import "$archive" >/dev/null
+    names+=("$(basename "$archive")")
+  done
+  lc_log "images imported: ${names[*]}"
+}
+
 # lc_kubectl runs the kubectl build.sh made (same release as the cluster), or
 # the one on PATH, against the local cluster.
 lc_kubectl() { "$(lc_kubectl_path)" --kubeconfig="$lc_kubeconfig" "$@"; }
 
 lc_kubectl_path() {
   if [[ -x $lc_bin/kubectl ]]; then echo "$lc_bin/kubectl"; else command -v kubectl; fi
+}
+
+# lc_worker_ids lists the numbers of the workers worker.sh created and has not
+# removed (running or killed), in order.
+lc_worker_ids() {
+  local d
+  for d in "$lc_workers"/[0-9]*; do
+    [[ -d $d ]] && basename "$d"
+  done | sort -n
+}
+
+# lc_worker_init_pid K prints the host PID of worker K's init (PID 1 of its
+# PID namespace) and succeeds while it runs. worker.sh records the PID with
+# its PID namespace: a reused PID is in another namespace.
+lc_worker_init_pid() {
+  local pid ns
+  read -r pid ns _ 2>/dev/null <"$lc_workers/$1/init" || return 1
+  [[ -n $pid && $(readlink "/proc/$pid/ns/pid" 2>/dev/null) == "$ns" ]] || return 1
+  echo "$pid"
 }

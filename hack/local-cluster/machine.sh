@@ -6,9 +6,12 @@
 # iptables chains and rules, the sysctls the kubelet, kube-proxy and the CNI
 # bridge plugin may change, which system paths and cgroups exist, the network
 # namespaces and links. down.sh removes only what appeared since then and
-# belongs to the cluster (KUBE-*/CNI-* chains and the rules that jump to them,
-# cni-* network namespaces, the kubepods cgroups, the bridge), restores the
-# sysctls, and never touches what was there before.
+# belongs to the cluster (KUBE-*/CNI-* chains and the rules that jump to them
+# or name its networks, cni-* and the workers' dpw-* network namespaces, the
+# kubepods and diskplane-worker-* cgroups, the bridges and the workers'
+# veths), restores the sysctls, and never touches what was there before.
+# worker.sh removes its workers itself; what is here for them is the fallback
+# after a worker.sh that failed half way.
 
 lc_baseline=$lc_run/baseline
 # Marks /var/lib/kubelet as created by up.sh, so that down.sh may delete it.
@@ -60,7 +63,7 @@ machine_record_baseline() {
     [[ $p == "$lc_kubelet_dir" && -e $p/$lc_marker ]] && continue
     echo "$p"
   done >"$lc_baseline/paths"
-  for p in /sys/fs/cgroup/*/kubepods; do
+  for p in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/"$lc_worker_cgroup"*; do
     [[ -d $p ]] && echo "$p"
   done >"$lc_baseline/cgroups"
   ls /run/netns 2>/dev/null >"$lc_baseline/netns" || true
@@ -70,14 +73,22 @@ machine_record_baseline() {
 
 machine_has_baseline() { [[ -f $lc_baseline/complete ]]; }
 
-# machine_kill_pod_processes kills every process left in the kubepods cgroups
-# the kubelet created (containers whose pods were not deleted), then the
-# containerd shims that served this cluster's containerd socket.
+# machine_new_cgroups lists the pod cgroup trees made since the baseline: the
+# single node's kubepods, the workers' diskplane-worker-k.
+machine_new_cgroups() {
+  local dir
+  for dir in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/*/"$lc_worker_cgroup"*; do
+    [[ -d $dir ]] || continue
+    grep -qxF "$dir" "$lc_baseline/cgroups" || echo "$dir"
+  done
+}
+
+# machine_kill_pod_processes kills every process left in the pod cgroups the
+# kubelets created (containers whose pods were not deleted), then the
+# containerd shims that served one of this cluster's containerd sockets.
 machine_kill_pod_processes() {
   local dir pid cmd
-  for dir in /sys/fs/cgroup/*/kubepods; do
-    [[ -d $dir ]] || continue
-    grep -qxF "$dir" "$lc_baseline/cgroups" && continue
+  for dir in $(machine_new_cgroups); do
     find "$dir" -name cgroup.procs -exec cat {} + 2>/dev/null
   done | sort -u | while read -r pid; do
     kill -KILL "$pid" 2>/dev/null || true
@@ -86,7 +97,7 @@ machine_kill_pod_processes() {
     pid=${cmd#/proc/}
     pid=${pid%/cmdline}
     [[ $(readlink "/proc/$pid/exe" 2>/dev/null) == */containerd-shim-runc-v2 ]] || continue
-    tr '\0' ' ' <"$cmd" 2>/dev/null | grep -qF -- "-address $lc_containerd_sock " || continue
+    tr '\0' ' ' <"$cmd" 2>/dev/null | grep -qF -- "-address $lc_state/" || continue
     kill -KILL "$pid" 2>/dev/null && lc_log "killed containerd shim $pid"
   done
   return 0
@@ -148,10 +159,12 @@ machine_detach_loops() {
   done
 }
 
+# machine_new_netns lists the network namespaces made since the baseline:
+# containerd's cni-* for the single node's pods, the workers' dpw-*.
 machine_new_netns() {
   [[ -d /run/netns ]] || return 0
   local path ns
-  for path in /run/netns/cni-*; do
+  for path in /run/netns/cni-* /run/netns/"$lc_worker_netns"*; do
     [[ -e $path ]] || continue
     ns=${path#/run/netns/}
     grep -qxF "$ns" "$lc_baseline/netns" 2>/dev/null || echo "$ns"
@@ -165,7 +178,8 @@ machine_remove_netns() {
 
 # machine_clean_iptables removes, per table and IP family, the rules added
 # since the baseline that jump to a KUBE-*/CNI-* chain or name the pod network,
-# then flushes and deletes the KUBE-*/CNI-* chains that are new. Rules are
+# its bridge, the workers' network or their bridge, then flushes and deletes
+# the KUBE-*/CNI-* chains that are new. Rules are
 # deleted by number, highest first, so their quoting never matters.
 machine_clean_iptables() {
   local ipt t chains new_chains chain n rule
@@ -182,7 +196,8 @@ machine_clean_iptables() {
         { "$ipt" -t "$t" -S "$chain" | grep '^-A ' || true; } | while IFS= read -r rule; do
           n=$((n + 1))
           grep -qxF -- "$rule" "$lc_baseline/$ipt-$t" 2>/dev/null && continue
-          if [[ $rule =~ -[jg]\ (KUBE-|CNI-) || $rule == *"${lc_pod_cidr%.*/*}."* || $rule == *" $lc_cni_bridge "* ]]; then
+          if [[ $rule =~ -[jg]\ (KUBE-|CNI-) || $rule == *"${lc_pod_cidr%.*/*}."* || $rule == *" $lc_cni_bridge "* ||
+            $rule == *" $lc_worker_net."* || $rule == *" $lc_worker_bridge "* ]]; then
             echo "$n"
           fi
         done | sort -rn | while read -r n; do
@@ -217,19 +232,22 @@ machine_remove_empty_tables() {
   done
 }
 
+# machine_remove_links deletes the bridges (the single node's pod bridge, the
+# workers' dpn0) and the workers' veths made since the baseline.
 machine_remove_links() {
-  if ip link show "$lc_cni_bridge" >/dev/null 2>&1 && ! grep -qxF "$lc_cni_bridge" "$lc_baseline/links"; then
-    ip link delete "$lc_cni_bridge" && lc_log "deleted bridge $lc_cni_bridge"
-  fi
+  local link
+  for link in $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1); do
+    [[ $link == "$lc_cni_bridge" || $link == "$lc_worker_bridge" || $link == "$lc_worker_veth"* ]] || continue
+    grep -qxF "$link" "$lc_baseline/links" && continue
+    ip link delete "$link" && lc_log "deleted link $link"
+  done
 }
 
-# machine_remove_cgroups removes the kubepods cgroup trees made since the
-# baseline (deepest first; a cgroup directory is removed with rmdir).
+# machine_remove_cgroups removes the pod cgroup trees made since the baseline
+# (deepest first; a cgroup directory is removed with rmdir).
 machine_remove_cgroups() {
   local dir
-  for dir in /sys/fs/cgroup/*/kubepods; do
-    [[ -d $dir ]] || continue
-    grep -qxF "$dir" "$lc_baseline/cgroups" && continue
+  for dir in $(machine_new_cgroups); do
     find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || lc_log "could not remove all of $dir"
   done
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Brings up a single-node Kubernetes cluster as plain host processes: etcd,
+# Brings up a single-node Kubernetes cluster as plain host processes (or, with
+# WORKERS=N, a control plane whose N nodes worker.sh runs in namespaces): etcd,
 # containerd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
 # kube-proxy, a CNI bridge, the VolumeSnapshot CRDs and snapshot-controller.
 # Uses what build.sh built; pulls nothing. Needs root. down.sh undoes it.
@@ -11,9 +12,18 @@
 #   REGION         (ZONE minus its letter) -> topology.kubernetes.io/region
 #   INSTANCE_TYPE  (m5.large)             -> node.kubernetes.io/instance-type
 #   ZONE_ID        (unset)                -> topology.k8s.aws/zone-id, when set
+# Several nodes:
+#   WORKERS        (unset or 0) N >= 1: the host runs only the control plane
+#                  (etcd, kube-apiserver, kube-controller-manager,
+#                  kube-scheduler, snapshot-controller) and worker.sh starts
+#                  nodes worker-1..worker-N, each with its own containerd,
+#                  kubelet and kube-proxy in namespaces of its own; worker.sh
+#                  reads WORKER_ZONES, WORKER_INSTANCE_TYPE and NODE_TAINTS
+#                  (INSTANCE_ID, ZONE, ZONE_ID and NODE_NAME are then unused)
 # Other settings:
 #   NODE_NAME      (hostname)   the Node's name
-#   NODE_IP        (the address of the default route's interface) the Node's InternalIP
+#   NODE_IP        (the address of the default route's interface) the Node's
+#                  InternalIP, and the address the apiserver advertises
 #   ETCD           (/usr/bin/etcd) the etcd binary to run
 #   NODE_TAINTS    (unset) taints the kubelet registers the Node with
 #                  (--register-with-taints, key[=value]:Effect,...), e.g. a CSI
@@ -25,6 +35,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$lc_here/machine.sh"
+source "$lc_here/node.sh"
 lc_require_root up.sh
 
 INSTANCE_ID=${INSTANCE_ID:-i-0123456789abcdef0}
@@ -36,20 +47,35 @@ NODE_NAME=${NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
 NODE_IP=${NODE_IP:-$(ip -4 route get 1.1.1.1 2>/dev/null | sed -nE 's/.* src ([0-9.]+).*/\1/p')}
 ETCD=${ETCD:-/usr/bin/etcd}
 NODE_TAINTS=${NODE_TAINTS:-}
+WORKERS=${WORKERS:-0}
 [[ $INSTANCE_ID =~ ^i-[0-9a-f]{8}([0-9a-f]{9})?$ ]] || lc_die "INSTANCE_ID $INSTANCE_ID is not an EC2 instance ID"
 # The kubelet refuses a loopback node IP.
 [[ -n $NODE_IP && $NODE_IP != 127.* ]] || lc_die "no default route to take the node IP from; set NODE_IP to a non-loopback address of this machine"
 [[ $ZONE =~ ^[a-z]{2}(-[a-z]+)+-[0-9]+[a-z]$ ]] || lc_die "ZONE $ZONE is not an availability zone name"
+if ! [[ $WORKERS =~ ^[0-9]+$ ]] || ((WORKERS > lc_max_workers)); then
+  lc_die "WORKERS=$WORKERS: expected a number from 0 to $lc_max_workers"
+fi
 
-components=(containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy snapshot-controller)
-started=0
-for c in "${components[@]}"; do lc_pid_alive "$c" && started=$((started + 1)); done
-if ((started == ${#components[@]})); then
+# What this run starts on the host, and what runs already: the same means the
+# cluster is up; anything else left running (or a worker left killed) needs
+# down.sh first.
+host_node=(containerd kubelet kube-proxy)
+control_plane=(etcd kube-apiserver kube-controller-manager kube-scheduler snapshot-controller)
+components=("${control_plane[@]}")
+((WORKERS)) || components=("${host_node[@]}" "${control_plane[@]}")
+running=()
+for c in "${host_node[@]}" "${control_plane[@]}"; do lc_pid_alive "$c" && running+=("$c"); done
+for k in $(lc_worker_ids); do
+  if lc_worker_init_pid "$k" >/dev/null; then running+=("worker-$k"); else running+=("worker-$k(killed)"); fi
+done
+wanted=("${components[@]}")
+for ((k = 1; k <= WORKERS; k++)); do wanted+=("worker-$k"); done
+if [[ ${running[*]} == "${wanted[*]}" ]]; then
   lc_log "the local cluster is already up"
   echo "export KUBECONFIG=$lc_kubeconfig"
   exit 0
 fi
-((started == 0)) || lc_die "a previous up.sh left $started of ${#components[@]} components running; run hack/local-cluster/down.sh first"
+((${#running[@]} == 0)) || lc_die "the local cluster runs ${running[*]}, not what this run starts (${wanted[*]}); run hack/local-cluster/down.sh first"
 
 for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl snapshot-controller pause; do
   [[ -x $lc_bin/$b ]] || lc_die "$lc_bin/$b is missing; run hack/local-cluster/build.sh first"
@@ -57,10 +83,12 @@ done
 for f in busybox.tar pause.tar; do
   [[ -f $lc_images/$f ]] || lc_die "$lc_images/$f is missing; run hack/local-cluster/build.sh first"
 done
-for t in "$ETCD" containerd containerd-shim-runc-v2 runc ctr iptables openssl /usr/lib/cni/bridge; do
+for t in "$ETCD" containerd containerd-shim-runc-v2 runc ctr iptables openssl /usr/lib/cni/bridge nsenter unshare; do
   command -v "$t" >/dev/null || lc_die "$t is missing; run hack/install-deps.sh cluster"
 done
-for port in 2379 2380 6443 10248 10249 10250 10256 10257 10259; do
+ports=(2379 2380 6443 10257 10259)
+((WORKERS)) || ports+=(10248 10249 10250 10256)
+for port in "${ports[@]}"; do
   ! ss -Hltn "sport = :$port" | grep -q . || lc_die "port $port is already in use: is another cluster running?"
 done
 if [[ -e $lc_kubelet_dir && ! -e $lc_kubelet_dir/$lc_marker ]]; then
@@ -117,61 +145,18 @@ make_pki() {
 make_pki
 lc_log "PKI and kubeconfig written"
 
-# --- containerd: its own root, state and socket, nothing shared with a
-# containerd the machine may run. restrict_oom_score_adj: the kubelet asks for
-# oom_score_adj -998 on sandboxes, which needs CAP_SYS_RESOURCE; without it
-# runc init dies ("can't get final child's PID from pipe").
-mkdir -p "$lc_run/containerd" "$lc_run/cni"
-cat >"$lc_run/containerd/config.toml" <<EOF
-version = 2
-root = "$lc_run/containerd/root"
-state = "$lc_state"
-
-[grpc]
-  address = "$lc_containerd_sock"
-
-[ttrpc]
-  address = "$lc_containerd_sock.ttrpc"
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$lc_run/containerd/opt"
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "localhost/pause:local"
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-        Root = "$lc_state/runc"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "$lc_run/cni"
-EOF
-cat >"$lc_run/cni/10-$lc_cni_name.conflist" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "$lc_cni_name",
-  "plugins": [
-    {"type": "bridge", "bridge": "$lc_cni_bridge", "isGateway": true, "ipMasq": true, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$lc_pod_cidr"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
-    {"type": "portmap", "capabilities": {"portMappings": true}},
-    {"type": "loopback"}
-  ]
+# --- containerd (the single node's): its own root, state and socket; the
+# images build.sh made are imported, nothing is pulled.
+start_host_containerd() {
+  mkdir -p "$lc_run/containerd" "$lc_run/cni"
+  node_containerd_config "$lc_run/containerd/config.toml" "$lc_run/containerd" "$lc_state" \
+    "$lc_containerd_sock" "$lc_run/cni"
+  node_cni_config "$lc_run/cni" "$lc_pod_cidr"
+  lc_start containerd containerd --config "$lc_run/containerd/config.toml"
+  lc_wait "containerd ready" 30 ctr --address "$lc_containerd_sock" version
+  lc_import_images "$lc_containerd_sock"
 }
-EOF
-lc_start containerd containerd --config "$lc_run/containerd/config.toml"
-ctr=(ctr --address "$lc_containerd_sock" --namespace k8s.io)
-lc_wait "containerd ready" 30 "${ctr[@]}" version
-imported=()
-for archive in "$lc_images"/*.tar; do
-  "${ctr[@]}" images import "$archive" >/dev/null
-  imported+=("$(basename "$archive")")
-done
-lc_log "images imported: ${imported[*]}"
+((WORKERS)) || start_host_containerd
 
 # --- etcd and the control plane
 lc_start etcd "$ETCD" --name local --data-dir "$lc_run/etcd" \
@@ -205,63 +190,19 @@ lc_start kube-controller-manager kube-controller-manager "${component_flags[@]}"
   --cluster-signing-cert-file="$lc_pki/ca.crt" --cluster-signing-key-file="$lc_pki/ca.key"
 lc_start kube-scheduler kube-scheduler "${component_flags[@]}"
 
-# --- the node. cgroup v1 (this machine's hierarchy) needs failCgroupV1: false
-# from Kubernetes 1.35 on; cgroupfs because there is no systemd. Image GC is
-# off: nothing could pull an image it removed. The kubelet's API requires a
-# client certificate from the CA (the apiserver has one) and asks the
-# apiserver to authorize each request. CSIVolumeHealth (alpha) makes the
-# kubelet report a CSI volume's abnormal condition as an event on its pod,
-# and the volume stats it comes with are gathered every 15 s instead of 1 m,
-# so that tests see a condition change within seconds.
-cat >"$lc_run/kubelet.yaml" <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: $NODE_IP
-healthzBindAddress: 127.0.0.1
-readOnlyPort: 0
-providerID: aws:///$ZONE/$INSTANCE_ID
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-  x509: {clientCAFile: $lc_pki/ca.crt}
-authorization: {mode: Webhook}
-cgroupDriver: cgroupfs
-failCgroupV1: false
-containerRuntimeEndpoint: unix://$lc_containerd_sock
-failSwapOn: false
-clusterDomain: cluster.local
-resolvConf: /etc/resolv.conf
-evictionHard: {memory.available: "100Mi", nodefs.available: "1%", nodefs.inodesFree: "1%", imagefs.available: "1%"}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-serializeImagePulls: false
-featureGates: {CSIVolumeHealth: true}
-volumeStatsAggPeriod: 15s
-EOF
-node_labels="topology.kubernetes.io/zone=$ZONE,topology.kubernetes.io/region=$REGION,node.kubernetes.io/instance-type=$INSTANCE_TYPE"
-[[ -z $ZONE_ID ]] || node_labels+=",topology.k8s.aws/zone-id=$ZONE_ID"
-kubelet_taints=()
-[[ -z $NODE_TAINTS ]] || kubelet_taints=(--register-with-taints="$NODE_TAINTS")
-lc_start kubelet kubelet --config="$lc_run/kubelet.yaml" --kubeconfig="$lc_kubeconfig" \
-  --root-dir="$lc_kubelet_dir" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" \
-  --node-labels="$node_labels" "${kubelet_taints[@]}"
-
-# kube-proxy in iptables mode, told to leave the machine's conntrack and
-# route_localnet settings alone.
-cat >"$lc_run/kube-proxy.yaml" <<EOF
-apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-clientConnection: {kubeconfig: $lc_kubeconfig}
-hostnameOverride: $NODE_NAME
-mode: iptables
-clusterCIDR: ${lc_pod_cidr%/*}/16
-bindAddress: 127.0.0.1
-metricsBindAddress: 127.0.0.1:10249
-healthzBindAddress: 127.0.0.1:10256
-iptables: {localhostNodePorts: false}
-conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
-EOF
-lc_start kube-proxy kube-proxy --config="$lc_run/kube-proxy.yaml"
+# --- the single node: kubelet and kube-proxy on the host (node.sh writes
+# their configuration).
+start_host_node() {
+  node_kubelet_config "$lc_run/kubelet.yaml" "$NODE_IP" "aws:///$ZONE/$INSTANCE_ID" "$lc_containerd_sock"
+  local taints=()
+  [[ -z $NODE_TAINTS ]] || taints=(--register-with-taints="$NODE_TAINTS")
+  lc_start kubelet kubelet --config="$lc_run/kubelet.yaml" --kubeconfig="$lc_kubeconfig" \
+    --root-dir="$lc_kubelet_dir" --hostname-override="$NODE_NAME" --node-ip="$NODE_IP" \
+    --node-labels="$(node_labels "$ZONE" "$REGION" "$INSTANCE_TYPE" "$ZONE_ID")" "${taints[@]}"
+  node_kube_proxy_config "$lc_run/kube-proxy.yaml" "$lc_kubeconfig" "$NODE_NAME"
+  lc_start kube-proxy kube-proxy --config="$lc_run/kube-proxy.yaml"
+}
+((WORKERS)) || start_host_node
 
 # --- VolumeSnapshot CRDs (from the pinned client/v8 module) and the
 # snapshot-controller that serves them
@@ -273,9 +214,14 @@ lc_wait "VolumeSnapshot CRDs established" 60 lc_kubectl wait --for=condition=Est
 lc_start snapshot-controller snapshot-controller --kubeconfig="$lc_kubeconfig" --leader-election=false \
   --feature-gates=CSIVolumeGroupSnapshot=false
 
-lc_wait "node $NODE_NAME Ready" 120 lc_kubectl wait --for=condition=Ready "node/$NODE_NAME" --timeout=2s
+# --- the nodes: the host's, or the workers (worker.sh waits until they are Ready)
+if ((WORKERS)); then
+  "$lc_here/worker.sh" up $(seq "$WORKERS")
+else
+  lc_wait "node $NODE_NAME Ready" 120 lc_kubectl wait --for=condition=Ready "node/$NODE_NAME" --timeout=2s
+fi
 lc_wait "default service account" 60 lc_kubectl get serviceaccount default
 for c in "${components[@]}"; do lc_pid_alive "$c" || lc_die "$c exited; see $lc_logs/$c.log"; done
 lc_log "local cluster up in $((SECONDS - start))s; logs in $lc_logs"
-lc_kubectl get node "$NODE_NAME" -o wide
+lc_kubectl get nodes -o wide
 echo "export KUBECONFIG=$lc_kubeconfig PATH=$lc_bin:\$PATH"

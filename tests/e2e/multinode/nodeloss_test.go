@@ -1,0 +1,205 @@
+//go:build e2e_multinode
+
+package multinode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/diskplane/diskplane/tests/e2e/poll"
+)
+
+// outOfService is the taint that tells Kubernetes a node is shut down for
+// good, so that its pods' volumes may be detached without waiting for it.
+const outOfService = "node.kubernetes.io/out-of-service"
+
+// nodeNotReadyTimeout bounds how long the control plane takes to mark a
+// dead node NotReady (the node monitor's grace period, 50 s, and its look).
+const nodeNotReadyTimeout = 3 * time.Minute
+
+// TestNodeLoss kills the worker that runs a StatefulSet's pod, with the
+// pod's volume attached and mounted: its kubelet, containerd, node plugin
+// and containers die at once. The worker is then powered off (its mounts
+// go, as a stopped instance's do) and the pod must run on the other worker
+// of the zone with its data, the volume moving between the instances and
+// never attached to both.
+//   - out-of-service taint: the operator taints the dead node, Kubernetes
+//     deletes its pods and detaches their volumes at once.
+//   - force-deleted pod, no taint: the pod is force-deleted; Kubernetes
+//     detaches the volume only after its six-minute wait for an unmount the
+//     dead node never confirms. It runs with E2E_MULTINODE_PROFILE=full.
+func TestNodeLoss(t *testing.T) {
+	t.Run("out-of-service taint", func(t *testing.T) { nodeLoss(t, true) })
+	t.Run("force-deleted pod without the taint", func(t *testing.T) {
+		if os.Getenv("E2E_MULTINODE_PROFILE") != "full" {
+			t.Skip("waits out Kubernetes' six-minute forced detach; E2E_MULTINODE_PROFILE=full runs it")
+		}
+		nodeLoss(t, false)
+	})
+}
+
+func nodeLoss(t *testing.T, taint bool) {
+	zone, pair := zoneWithTwoWorkers(t)
+	victim, survivor := pair[0], pair[1]
+	if controllerOn(t, victim.name) {
+		victim, survivor = survivor, victim
+	}
+	if controllerOn(t, victim.name) {
+		t.Fatalf("the controller runs on both workers of %s", zone)
+	}
+	ns := newNamespace(t, "nodeloss")
+	pod := createDataStatefulSet(t, ns, "db", zone, victim.name)
+	if pod.Spec.NodeName != victim.name {
+		t.Fatalf("the pod went to %s, not the preferred %s", pod.Spec.NodeName, victim.name)
+	}
+	volumeID := claimVolume(t, ns, "data-db-0")
+	checkOnlyOn(t, volumeID, victim.name)
+
+	start := time.Now()
+	workerTool(t, "kill", victim)
+	t.Cleanup(func() { restoreWorker(t, victim) })
+	waitNode(t, victim.name, false, nodeNotReadyTimeout)
+	t.Logf("%s NotReady %s after it died", victim.name, time.Since(start).Round(time.Second))
+	// The node is confirmed down: its instance stopped, its mounts gone.
+	workerTool(t, "down", victim)
+	if taint {
+		taintNode(t, victim.name, true)
+	} else {
+		grace := int64(0)
+		if err := env.client.CoreV1().Pods(ns).Delete(t.Context(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod, _ = waitPodReadyWithin(t, ns, pod.Name, pod.UID, victim.name, 12*time.Minute)
+	if pod.Spec.NodeName != survivor.name {
+		t.Errorf("the pod runs on %s, want %s", pod.Spec.NodeName, survivor.name)
+	}
+	checkOnlyOn(t, volumeID, survivor.name)
+	neverShared(t, volumeID)
+	t.Logf("figure: node loss (%s): the pod ran on %s %s after %s died (floor: node monitor grace 50 s + detach + attach = %s)",
+		map[bool]string{true: "out-of-service taint", false: "force delete, six-minute forced detach"}[taint],
+		survivor.name, time.Since(start).Round(time.Second), victim.name, 50*time.Second+moveFloor())
+}
+
+// waitPodReadyWithin is waitPodReady with its own bound: a node loss
+// without the out-of-service taint waits out Kubernetes' six minutes.
+func waitPodReadyWithin(t *testing.T, ns, name string, old types.UID, notOn string, timeout time.Duration) (*corev1.Pod, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	start := time.Now()
+	var pod *corev1.Pod
+	err := poll.Until(ctx, timeout, func(ctx context.Context) (bool, string, error) {
+		p, err := env.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			// Not found while the StatefulSet makes the next pod.
+			return false, err.Error(), nil
+		}
+		if p.UID == old || (notOn != "" && p.Spec.NodeName == notOn) {
+			return false, "still the old pod on " + p.Spec.NodeName, nil
+		}
+		pod = p
+		return poll.PodReady(p), fmt.Sprintf("%s on %q: %s", p.Status.Phase, p.Spec.NodeName, podEvents(ctx, ns, name)), nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s: %v", ns, name, err)
+	}
+	return pod, time.Since(start)
+}
+
+// controllerOn reports whether a Diskplane controller pod runs on the node.
+func controllerOn(t *testing.T, node string) bool {
+	t.Helper()
+	pods, err := env.client.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/name=diskplane,app.kubernetes.io/component=controller",
+		FieldSelector: "spec.nodeName=" + node,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(pods.Items) > 0
+}
+
+// waitNode waits until the node's Ready condition is ready.
+func waitNode(t *testing.T, node string, ready bool, timeout time.Duration) {
+	t.Helper()
+	err := poll.Until(t.Context(), timeout, func(ctx context.Context) (bool, string, error) {
+		n, err := env.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return nodeReady(n) == ready, fmt.Sprintf("Ready=%t", nodeReady(n)), nil
+	})
+	if err != nil {
+		t.Fatalf("node %s Ready=%t: %v", node, ready, err)
+	}
+}
+
+// taintNode adds or removes the out-of-service taint.
+func taintNode(t *testing.T, node string, add bool) {
+	t.Helper()
+	arg := outOfService + "=nodeshutdown:NoExecute"
+	if !add {
+		arg = outOfService + "-"
+	}
+	if out, err := kubectl(context.Background(), "taint", "node", node, arg); err != nil && add {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// restoreWorker brings a worker a test killed back: a fresh start of its
+// namespaces, the taint removed, the node Ready with its node plugin
+// registered again, so that the next test finds the cluster whole.
+func restoreWorker(t *testing.T, w worker) {
+	t.Helper()
+	if _, err := run(context.Background(), env.workerTool, "down", w.index); err != nil {
+		t.Errorf("restore %s: %v", w.name, err)
+	}
+	if _, err := run(context.Background(), env.workerTool, "up", w.index); err != nil {
+		t.Errorf("restore %s: %v", w.name, err)
+		return
+	}
+	taintNode(t, w.name, false)
+	// The CSINode still lists the driver from before: the node plugin pod
+	// must be Ready again since the restart.
+	restarted := time.Now().Add(-time.Second)
+	err := poll.Until(context.Background(), podTimeout, func(ctx context.Context) (bool, string, error) {
+		n, err := env.client.CoreV1().Nodes().Get(ctx, w.name, metav1.GetOptions{})
+		if err != nil || !nodeReady(n) {
+			return false, "node not Ready", err
+		}
+		pods, err := env.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{
+			LabelSelector: "app.kubernetes.io/name=diskplane,app.kubernetes.io/component=node",
+			FieldSelector: "spec.nodeName=" + w.name,
+		})
+		if err != nil {
+			return false, "", err
+		}
+		for _, p := range pods.Items {
+			if readySince(&p, restarted) {
+				return true, "", nil
+			}
+		}
+		return false, "no node plugin Ready since the restart", nil
+	})
+	if err != nil {
+		t.Errorf("restore %s: %v", w.name, err)
+	}
+}
+
+// readySince reports whether a pod became Ready after t.
+func readySince(p *corev1.Pod, t time.Time) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue && c.LastTransitionTime.After(t)
+		}
+	}
+	return false
+}
