@@ -37,7 +37,7 @@ func TestNodeModeRegistersItself(t *testing.T) {
 	// the EC2 endpoint fails the test if anything calls it, and the
 	// metadata service is never asked for an instance profile's keys.
 	var imdsPaths sync.Map
-	handler := imds.NewHandler(func() imds.Instance { return instance }, imds.Options{})
+	handler := imds.NewHandler(func(string) imds.Instance { return instance }, imds.Options{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		imdsPaths.Store(r.URL.Path, true)
 		handler.ServeHTTP(w, r)

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/diskplane/diskplane/pkg/emulator/faults"
 	"github.com/diskplane/diskplane/pkg/emulator/disks"
+	"github.com/diskplane/diskplane/pkg/emulator/faults"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 

@@ -37,7 +37,7 @@ func emulatedInstance() emuimds.Instance {
 func serveIMDS(t *testing.T, in emuimds.Instance, opts emuimds.Options,
 	intercept func(http.ResponseWriter, *http.Request) bool) *httptest.Server {
 	t.Helper()
-	h := emuimds.NewHandler(func() emuimds.Instance { return in }, opts)
+	h := emuimds.NewHandler(func(string) emuimds.Instance { return in }, opts)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if intercept != nil && intercept(w, r) {
 			return
