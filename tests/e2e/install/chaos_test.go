@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/diskplane/diskplane/pkg/emulator/admin"
+	"github.com/diskplane/diskplane/tests/e2e/kubetest"
 	"github.com/diskplane/diskplane/tests/e2e/poll"
 )
 
@@ -48,12 +49,12 @@ const chaosPodTimeout = 10 * time.Minute
 // it would) and 5 % of EC2 calls fail: every pod must reach Running, and
 // every claim deleted must leave no EC2 volume.
 func TestClaimsUnderChaos(t *testing.T) {
-	name := envOr("E2E_CHAOS", "ci")
+	name := kubetest.EnvOr("E2E_CHAOS", "ci")
 	p, ok := chaosProfiles[name]
 	if !ok {
 		t.Fatalf("E2E_CHAOS=%s: want full or ci", name)
 	}
-	emu := &admin.Client{URL: envOr("E2E_EMULATOR_ADMIN", "http://127.0.0.1:8702")}
+	emu := &admin.Client{URL: kubetest.EnvOr("E2E_EMULATOR_ADMIN", "http://127.0.0.1:8702")}
 	before, err := emu.Faults(t.Context())
 	if err != nil {
 		t.Fatalf("the EC2 emulator's admin API: %v", err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/diskplane/diskplane/pkg/emulator/admin"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
+	"github.com/diskplane/diskplane/tests/e2e/kubetest"
 	"github.com/diskplane/diskplane/tests/e2e/poll"
 )
 
@@ -278,4 +279,4 @@ func uncordon(t *testing.T) {
 
 // emulatorAdmin is the EC2 emulator's admin API (a host process beside the
 // cluster).
-var emulatorAdmin = envOr("E2E_EMULATOR_ADMIN", "http://127.0.0.1:8702")
+var emulatorAdmin = kubetest.EnvOr("E2E_EMULATOR_ADMIN", "http://127.0.0.1:8702")

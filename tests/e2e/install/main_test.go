@@ -17,9 +17,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/diskplane/diskplane/tests/e2e/kubetest"
 	"github.com/diskplane/diskplane/tests/e2e/poll"
 )
 
@@ -92,12 +91,12 @@ func findInstallation(ctx context.Context) (*installation, error) {
 		return nil, err
 	}
 	in := &installation{repo: filepath.Clean(filepath.Join(wd, "..", "..", ".."))}
-	clusterDir := envOr("LOCAL_CLUSTER_DIR", filepath.Join(in.repo, "_output", "local-cluster"))
-	in.kubeconfig = envOr("KUBECONFIG", filepath.Join(clusterDir, "run", "pki", "admin.kubeconfig"))
-	in.kubectl = envOr("KUBECTL", filepath.Join(clusterDir, "bin", "kubectl"))
-	in.helm = envOr("HELM", filepath.Join(in.repo, "_output", "tools", "helm"))
-	in.kustomizeDir = envOr("E2E_KUSTOMIZE_DIR", filepath.Join(in.repo, "hack", "e2e", "kustomize"))
-	in.driverName = envOr("DRIVER_NAME", "ebs.csi.diskplane.io")
+	clusterDir := kubetest.EnvOr("LOCAL_CLUSTER_DIR", filepath.Join(in.repo, "_output", "local-cluster"))
+	in.kubeconfig = kubetest.EnvOr("KUBECONFIG", filepath.Join(clusterDir, "run", "pki", "admin.kubeconfig"))
+	in.kubectl = kubetest.EnvOr("KUBECTL", filepath.Join(clusterDir, "bin", "kubectl"))
+	in.helm = kubetest.EnvOr("HELM", filepath.Join(in.repo, "_output", "tools", "helm"))
+	in.kustomizeDir = kubetest.EnvOr("E2E_KUSTOMIZE_DIR", filepath.Join(in.repo, "hack", "e2e", "kustomize"))
+	in.driverName = kubetest.EnvOr("DRIVER_NAME", "ebs.csi.diskplane.io")
 	if in.config, err = clientcmd.BuildConfigFromFlags("", in.kubeconfig); err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", in.kubeconfig, err)
 	}
@@ -136,32 +135,12 @@ func findInstallation(ctx context.Context) (*installation, error) {
 	return in, nil
 }
 
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-// run runs a command and returns its standard output; an error carries the
-// standard error.
-func run(ctx context.Context, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return string(out), fmt.Errorf("%s %s: %w: %s", filepath.Base(name), strings.Join(args, " "), err, stderr.String())
-	}
-	return string(out), nil
-}
-
 func kubectl(ctx context.Context, args ...string) (string, error) {
-	return run(ctx, env.kubectl, append([]string{"--kubeconfig", env.kubeconfig}, args...)...)
+	return kubetest.Run(ctx, env.kubectl, append([]string{"--kubeconfig", env.kubeconfig}, args...)...)
 }
 
 func helm(ctx context.Context, args ...string) (string, error) {
-	return run(ctx, env.helm, append([]string{"--kubeconfig", env.kubeconfig}, args...)...)
+	return kubetest.Run(ctx, env.helm, append([]string{"--kubeconfig", env.kubeconfig}, args...)...)
 }
 
 // waitFor polls like poll, fails the test on timeout and logs how long it

@@ -4,8 +4,6 @@ package install
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
@@ -16,69 +14,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/diskplane/diskplane/tests/e2e/kubetest"
 	"github.com/diskplane/diskplane/tests/e2e/poll"
 )
-
-// uniqueName is prefix with a random suffix, for objects of one test run.
-func uniqueName(t *testing.T, prefix string) string {
-	t.Helper()
-	b := make([]byte, 3)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return prefix + "-" + hex.EncodeToString(b)
-}
 
 // newNamespace creates a namespace for the test and deletes it, with the
 // claims in it and their volumes, when the test ends.
 func newNamespace(t *testing.T, prefix string) string {
 	t.Helper()
-	name := uniqueName(t, prefix)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"diskplane.io/e2e": "true"}}}
-	if _, err := env.client.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { deleteNamespace(t, name) })
-	return name
-}
-
-// deleteNamespace deletes the pods, then the claims, waits until their
-// volumes are deleted (the driver deletes the EC2 volumes), and deletes the
-// namespace.
-func deleteNamespace(t *testing.T, ns string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*podTimeout)
-	defer cancel()
-	grace := int64(1)
-	core := env.client.CoreV1()
-	claims, err := core.PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Errorf("cleanup of %s: %v", ns, err)
-		return
-	}
-	if err := core.Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}); err != nil {
-		t.Errorf("cleanup of %s: delete pods: %v", ns, err)
-	}
-	if err := core.PersistentVolumeClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Errorf("cleanup of %s: delete claims: %v", ns, err)
-	}
-	for _, c := range claims.Items {
-		if c.Spec.VolumeName == "" {
-			continue
-		}
-		err := poll.Until(ctx, 2*podTimeout, func(ctx context.Context) (bool, string, error) {
-			_, err := core.PersistentVolumes().Get(ctx, c.Spec.VolumeName, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return true, "", nil
-			}
-			return false, "volume " + c.Spec.VolumeName + " still there", err
-		})
-		if err != nil {
-			t.Errorf("cleanup of %s: %v", ns, err)
-		}
-	}
-	if err := core.Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Errorf("cleanup: delete namespace %s: %v", ns, err)
-	}
+	return kubetest.NewNamespace(t, env.client, prefix, 2*podTimeout)
 }
 
 // claimStorageClass returns a StorageClass of the driver for the test's
@@ -91,23 +35,8 @@ func claimStorageClass(t *testing.T) string {
 	if name := driverStorageClass(t, appSelector); name != "" {
 		return name
 	}
-	wait := storagev1.VolumeBindingWaitForFirstConsumer
-	sc := &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: uniqueName(t, "diskplane-install")},
-		Provisioner:       env.driverName,
-		Parameters:        map[string]string{"type": "gp3"},
-		VolumeBindingMode: &wait,
-	}
-	if _, err := env.client.StorageV1().StorageClasses().Create(t.Context(), sc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		err := env.client.StorageV1().StorageClasses().Delete(context.Background(), sc.Name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("cleanup: delete StorageClass %s: %v", sc.Name, err)
-		}
-	})
-	return sc.Name
+	return kubetest.StorageClass(t, env.client, "diskplane-install", env.driverName, map[string]string{"type": "gp3"},
+		storagev1.VolumeBindingWaitForFirstConsumer)
 }
 
 // createClaim creates the claim "data" of size in the namespace, of the

@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/diskplane/diskplane/pkg/emulator/admin"
+	"github.com/diskplane/diskplane/tests/e2e/kubetest"
 )
 
 // worker is one worker node of the cluster and the instance it plays, as
@@ -79,13 +79,13 @@ func findCluster(ctx context.Context) (*cluster, error) {
 		return nil, err
 	}
 	c := &cluster{repo: filepath.Clean(filepath.Join(wd, "..", "..", ".."))}
-	clusterDir := envOr("LOCAL_CLUSTER_DIR", filepath.Join(c.repo, "_output", "local-cluster"))
-	c.kubeconfig = envOr("KUBECONFIG", filepath.Join(clusterDir, "run", "pki", "admin.kubeconfig"))
-	c.kubectl = envOr("KUBECTL", filepath.Join(clusterDir, "bin", "kubectl"))
+	clusterDir := kubetest.EnvOr("LOCAL_CLUSTER_DIR", filepath.Join(c.repo, "_output", "local-cluster"))
+	c.kubeconfig = kubetest.EnvOr("KUBECONFIG", filepath.Join(clusterDir, "run", "pki", "admin.kubeconfig"))
+	c.kubectl = kubetest.EnvOr("KUBECTL", filepath.Join(clusterDir, "bin", "kubectl"))
 	c.workerTool = filepath.Join(c.repo, "hack", "local-cluster", "worker.sh")
-	c.driverName = envOr("DRIVER_NAME", "ebs.csi.diskplane.io")
-	c.storageClass = envOr("E2E_STORAGE_CLASS", "diskplane-gp3")
-	c.emulator = &admin.Client{URL: envOr("E2E_EMULATOR_ADMIN", "http://127.0.0.1:8702")}
+	c.driverName = kubetest.EnvOr("DRIVER_NAME", "ebs.csi.diskplane.io")
+	c.storageClass = kubetest.EnvOr("E2E_STORAGE_CLASS", "diskplane-gp3")
+	c.emulator = &admin.Client{URL: kubetest.EnvOr("E2E_EMULATOR_ADMIN", "http://127.0.0.1:8702")}
 	config, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", c.kubeconfig, err)
@@ -94,7 +94,7 @@ func findCluster(ctx context.Context) (*cluster, error) {
 	if c.client, err = kubernetes.NewForConfig(config); err != nil {
 		return nil, err
 	}
-	if c.workers, err = readWorkers(filepath.Join(clusterDir, "run", "workers.tsv"), envOr("E2E_NODE_LINK_DIR", "/dev/diskplane-e2e-by-id")); err != nil {
+	if c.workers, err = readWorkers(filepath.Join(clusterDir, "run", "workers.tsv"), kubetest.EnvOr("E2E_NODE_LINK_DIR", "/dev/diskplane-e2e-by-id")); err != nil {
 		return nil, err
 	}
 	if len(c.workers) < 3 {
@@ -145,28 +145,8 @@ func readWorkers(path, nodeLinks string) ([]worker, error) {
 	return out, sc.Err()
 }
 
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-// run runs a command and returns its standard output; an error carries the
-// standard error.
-func run(ctx context.Context, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return string(out), fmt.Errorf("%s %s: %w: %s", filepath.Base(name), strings.Join(args, " "), err, stderr.String())
-	}
-	return string(out), nil
-}
-
 func kubectl(ctx context.Context, args ...string) (string, error) {
-	return run(ctx, env.kubectl, append([]string{"--kubeconfig", env.kubeconfig}, args...)...)
+	return kubetest.Run(ctx, env.kubectl, append([]string{"--kubeconfig", env.kubeconfig}, args...)...)
 }
 
 // workerTool runs hack/local-cluster/worker.sh with a subcommand for one
@@ -174,7 +154,7 @@ func kubectl(ctx context.Context, args ...string) (string, error) {
 func workerTool(t *testing.T, command string, w worker) {
 	t.Helper()
 	start := time.Now()
-	if _, err := run(t.Context(), env.workerTool, command, w.index); err != nil {
+	if _, err := kubetest.Run(t.Context(), env.workerTool, command, w.index); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("worker.sh %s %s (%s) took %s", command, w.index, w.name, time.Since(start).Round(100*time.Millisecond))

@@ -10,10 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/diskplane/diskplane/tests/e2e/kubetest"
 	"github.com/diskplane/diskplane/tests/e2e/poll"
 )
 
@@ -40,7 +40,7 @@ func TestMultiAttachBlock(t *testing.T) {
 	volumeID := claimVolume(t, ns, "shared")
 	checkOnlyOn(t, volumeID, writer.Spec.NodeName, reader.Spec.NodeName)
 
-	marker := uniqueName(t, "written-on-"+writer.Spec.NodeName)
+	marker := kubetest.UniqueName(t, "written-on-"+writer.Spec.NodeName)
 	write := fmt.Sprintf("printf %%s %s | dd of=/dev/xvda bs=512 seek=2048 conv=fsync 2>&1", marker)
 	if out, err := kubectl(t.Context(), "exec", "-n", ns, "writer", "--", "sh", "-c", write); err != nil {
 		t.Fatalf("write: %v %s", err, out)
@@ -74,22 +74,7 @@ func storageClass(t *testing.T, volumeType string, binding storagev1.VolumeBindi
 	if volumeType == "io2" {
 		params["iops"] = "1000"
 	}
-	sc := &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: uniqueName(t, "diskplane-"+volumeType)},
-		Provisioner:       env.driverName,
-		Parameters:        params,
-		VolumeBindingMode: &binding,
-	}
-	if _, err := env.client.StorageV1().StorageClasses().Create(t.Context(), sc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		err := env.client.StorageV1().StorageClasses().Delete(context.Background(), sc.Name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("cleanup: delete StorageClass %s: %v", sc.Name, err)
-		}
-	})
-	return sc.Name
+	return kubetest.StorageClass(t, env.client, "diskplane-"+volumeType, env.driverName, params, binding)
 }
 
 // createClaim creates a ReadWriteMany claim.

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/diskplane/diskplane/tests/e2e/kubetest"
 	"github.com/diskplane/diskplane/tests/e2e/poll"
 )
 
@@ -159,10 +160,10 @@ func taintNode(t *testing.T, node string, add bool) {
 // registered again, so that the next test finds the cluster whole.
 func restoreWorker(t *testing.T, w worker) {
 	t.Helper()
-	if _, err := run(context.Background(), env.workerTool, "down", w.index); err != nil {
+	if _, err := kubetest.Run(context.Background(), env.workerTool, "down", w.index); err != nil {
 		t.Errorf("restore %s: %v", w.name, err)
 	}
-	if _, err := run(context.Background(), env.workerTool, "up", w.index); err != nil {
+	if _, err := kubetest.Run(context.Background(), env.workerTool, "up", w.index); err != nil {
 		t.Errorf("restore %s: %v", w.name, err)
 		return
 	}

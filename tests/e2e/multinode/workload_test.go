@@ -4,8 +4,6 @@ package multinode
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"os"
@@ -17,14 +15,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/diskplane/diskplane/pkg/emulator/disks"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
-	"github.com/diskplane/diskplane/tests/e2e/poll"
+	"github.com/diskplane/diskplane/tests/e2e/kubetest"
 )
 
 // podTimeout bounds a pod's way to Ready: scheduling, provisioning or a
@@ -34,74 +31,12 @@ const podTimeout = 5 * time.Minute
 // image is the busybox the local cluster imports (nothing is pulled).
 const image = "localhost/busybox:local"
 
-// uniqueName is prefix with a random suffix, for objects of one test run.
-func uniqueName(t *testing.T, prefix string) string {
-	t.Helper()
-	b := make([]byte, 3)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return prefix + "-" + hex.EncodeToString(b)
-}
-
 // newNamespace creates a namespace for the test; when the test ends its
 // workloads, pods and claims are deleted and the test waits until the
 // driver deleted their volumes, so that no test leaves one attached.
 func newNamespace(t *testing.T, prefix string) string {
 	t.Helper()
-	name := uniqueName(t, prefix)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"diskplane.io/e2e": "true"}}}
-	if _, err := env.client.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { deleteNamespace(t, name) })
-	return name
-}
-
-func deleteNamespace(t *testing.T, ns string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*podTimeout)
-	defer cancel()
-	grace := int64(1)
-	core := env.client.CoreV1()
-	if err := env.client.AppsV1().StatefulSets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Errorf("cleanup of %s: delete StatefulSets: %v", ns, err)
-	}
-	if err := core.Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}); err != nil {
-		t.Errorf("cleanup of %s: delete pods: %v", ns, err)
-	}
-	err := poll.Until(ctx, podTimeout, func(ctx context.Context) (bool, string, error) {
-		pods, err := core.Pods(ns).List(ctx, metav1.ListOptions{})
-		return err == nil && len(pods.Items) == 0, "pods left", err
-	})
-	if err != nil {
-		t.Errorf("cleanup of %s: %v", ns, err)
-	}
-	claims, err := core.PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Errorf("cleanup of %s: %v", ns, err)
-		return
-	}
-	if err := core.PersistentVolumeClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Errorf("cleanup of %s: delete claims: %v", ns, err)
-	}
-	for _, c := range claims.Items {
-		if c.Spec.VolumeName == "" {
-			continue
-		}
-		err := poll.Until(ctx, 2*podTimeout, func(ctx context.Context) (bool, string, error) {
-			_, err := core.PersistentVolumes().Get(ctx, c.Spec.VolumeName, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return true, "", nil
-			}
-			return false, "volume " + c.Spec.VolumeName + " still there", err
-		})
-		if err != nil {
-			t.Errorf("cleanup of %s: %v", ns, err)
-		}
-	}
-	if err := core.Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Errorf("cleanup: delete namespace %s: %v", ns, err)
-	}
+	return kubetest.NewNamespace(t, env.client, prefix, podTimeout)
 }
 
 // dataScript runs in the data workload's container: on its first start it
