@@ -26,14 +26,17 @@ const maxSettingDocument = 1 << 20
 
 // Paths of the admin API.
 const (
-	PathMetrics       = "/metrics"
-	PathHealth        = "/healthz"
-	PathFaults        = "/faults"
-	PathReleaseStuck  = "/faults/release-stuck-attachments"
-	PathQuotas        = "/quotas"
-	PathVolumes       = "/volumes"
-	PathSnapshots     = "/snapshots"
-	PathInstances     = "/instances"
+	PathMetrics      = "/metrics"
+	PathHealth       = "/healthz"
+	PathFaults       = "/faults"
+	PathReleaseStuck = "/faults/release-stuck-attachments"
+	PathQuotas       = "/quotas"
+	PathVolumes      = "/volumes"
+	PathSnapshots    = "/snapshots"
+	PathInstances    = "/instances"
+	// PathInstanceState stops or starts an instance (PUT {"state":
+	// "stopped"|"running"}): the machine behind a node lost, or back.
+	PathInstanceState = PathInstances + "/{id}/state"
 	PathAudit         = "/audit"
 	contentTypeJSON   = "application/json"
 	headerContentType = "Content-Type"
@@ -64,10 +67,26 @@ func NewHandler(cloud *model.Cloud, f *faults.Faults, g prometheus.Gatherer) htt
 	mux.HandleFunc("GET "+PathInstances, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, nonNil(cloud.Instances()))
 	})
+	mux.HandleFunc("PUT "+PathInstanceState, func(w http.ResponseWriter, r *http.Request) {
+		var doc InstanceStateDoc
+		if !readJSON(w, r, &doc) {
+			return
+		}
+		if err := cloud.SetInstanceState(r.PathValue("id"), doc.State); err != nil {
+			writeModelError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, doc)
+	})
 	mux.HandleFunc("GET "+PathAudit, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, cloud.Audit())
 	})
 	return mux
+}
+
+// InstanceStateDoc is the document of PathInstanceState.
+type InstanceStateDoc struct {
+	State model.InstanceState `json:"state"`
 }
 
 // handleSetting serves a run-time setting (faults, quotas) at path: GET

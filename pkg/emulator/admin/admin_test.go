@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
 	"github.com/diskplane/diskplane/pkg/emulator/faults"
@@ -69,6 +70,14 @@ func TestAdminAPI(t *testing.T) {
 				t.Fatalf("instances %s", body)
 			}
 		}},
+		{name: "stop an instance", method: "PUT", path: "/instances/" + env.LocalInstance().ID + "/state", body: `{"state":"stopped"}`, wantStatus: 200, check: func(t *testing.T, body string) {
+			checkInstanceState(t, client, env.LocalInstance().ID, "stopped", 80)
+		}},
+		{name: "start it again", method: "PUT", path: "/instances/" + env.LocalInstance().ID + "/state", body: `{"state":"running"}`, wantStatus: 200, check: func(t *testing.T, body string) {
+			checkInstanceState(t, client, env.LocalInstance().ID, "running", 16)
+		}},
+		{name: "state of an unknown instance", method: "PUT", path: "/instances/i-0000000000000dead/state", body: `{"state":"stopped"}`, wantStatus: 404},
+		{name: "an unknown state", method: "PUT", path: "/instances/" + env.LocalInstance().ID + "/state", body: `{"state":"terminated"}`, wantStatus: 400},
 		{name: "audit", method: "GET", path: "/audit", wantStatus: 200, check: func(t *testing.T, body string) {
 			if !strings.Contains(body, `"sharedVolumes": {}`) {
 				t.Fatalf("audit %s, want no volume attached to several instances", body)
@@ -163,4 +172,26 @@ func TestAdminAPI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkInstanceState checks what DescribeInstances says of an instance's
+// state, and that the instance-state-name filter finds it by that state.
+func checkInstanceState(t *testing.T, client *ec2.Client, id, name string, code int32) {
+	t.Helper()
+	out, err := client.DescribeInstances(t.Context(), &ec2.DescribeInstancesInput{
+		Filters: []types.Filter{{Name: aws.String("instance-state-name"), Values: []string{name}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range out.Reservations {
+		for _, in := range r.Instances {
+			if aws.ToString(in.InstanceId) == id {
+				if string(in.State.Name) != name || aws.ToInt32(in.State.Code) != code {
+					t.Fatalf("instance %s is %s (%d), want %s (%d)", id, in.State.Name, aws.ToInt32(in.State.Code), name, code)
+				}
+				return
+			}
+		}
+	}
+	t.Fatalf("DescribeInstances with instance-state-name=%s does not list %s", name, id)
 }

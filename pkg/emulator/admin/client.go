@@ -87,6 +87,15 @@ func (c *Client) FailVolumeIO(ctx context.Context, id string, fail bool) error {
 	return nil
 }
 
+// SetInstanceState stops or starts an instance (model.SetInstanceState):
+// tests stop the instance of a node they killed, as its machine is gone.
+func (c *Client) SetInstanceState(ctx context.Context, id string, state model.InstanceState) error {
+	if err := c.putJSON(ctx, PathInstances+"/"+id+"/state", InstanceStateDoc{State: state}); err != nil {
+		return fmt.Errorf("state of %s: %w", id, err)
+	}
+	return nil
+}
+
 // SetIAM replaces the emulator's IAM document (OIDC providers, roles,
 // access keys): an iam.Config or anything that marshals to its JSON form.
 // Tests declare a cluster's service-account issuer with it, and revoke a

@@ -74,7 +74,7 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 }
 
 // writeModelError answers an error of the model with the HTTP status that
-// fits its EC2 code: an unknown volume 404, a refused value 400, a volume
+// fits its EC2 code: an unknown volume or instance 404, a refused value 400, a volume
 // that is not attached here 409, a store or data directory that cannot fail
 // a device 501.
 func writeModelError(w http.ResponseWriter, err error) {
@@ -87,7 +87,7 @@ func writeModelError(w http.ResponseWriter, err error) {
 		status = http.StatusConflict
 	case errors.As(err, &me):
 		switch me.Code {
-		case model.CodeInvalidVolumeNotFound:
+		case model.CodeInvalidVolumeNotFound, model.CodeInvalidInstanceIDNotFound:
 			status = http.StatusNotFound
 		case model.CodeInvalidParameterValue, model.CodeInvalidVolumeIDMalformed:
 			status = http.StatusBadRequest

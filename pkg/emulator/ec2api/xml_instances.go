@@ -72,7 +72,7 @@ type instanceXML struct {
 
 func (h *handler) instanceOut(v model.InstanceView) instanceXML {
 	out := instanceXML{
-		InstanceID: v.ID, ImageID: v.ImageID, State: instanceStateXML{Code: 16, Name: "running"},
+		InstanceID: v.ID, ImageID: v.ImageID, State: instanceStateXML{Code: v.StateValue().Code(), Name: string(v.StateValue())},
 		InstanceType: v.Type, LaunchTime: ts(v.LaunchTime),
 		Placement:    placementXML{AvailabilityZone: v.Zone, AvailabilityZoneID: v.ZoneID, Tenancy: "default"},
 		Architecture: "x86_64", RootDeviceType: "ebs", RootDeviceName: v.RootDevice,

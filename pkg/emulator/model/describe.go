@@ -84,7 +84,7 @@ func instanceField(v InstanceView, name string) ([]string, bool) {
 	case "availability-zone-id":
 		return []string{v.ZoneID}, true
 	case "instance-state-name":
-		return []string{"running"}, true
+		return []string{string(v.StateValue())}, true
 	case "image-id":
 		return []string{v.ImageID}, true
 	case "block-device-mapping.volume-id":

@@ -187,7 +187,8 @@ func (c *Cloud) hostAttachedVolumes() []string {
 }
 
 // viewedAttachments maps each instance with a view to the volumes attached
-// to it and their devices: what the view must expose after a restart.
+// to it and their devices: what the view must expose after a restart (none
+// for a stopped instance).
 func (c *Cloud) viewedAttachments() map[string]map[string]string {
 	out := map[string]map[string]string{}
 	for id, in := range c.st.Instances {
@@ -195,9 +196,10 @@ func (c *Cloud) viewedAttachments() map[string]map[string]string {
 			out[id] = map[string]string{}
 		}
 	}
+
 	for _, v := range c.st.Volumes {
 		for _, a := range v.Attachments {
-			if m, ok := out[a.InstanceID]; ok && !v.Root && a.State == AttachmentAttached && a.HostDevice != "" {
+			if m, ok := out[a.InstanceID]; ok && !v.Root && a.State == AttachmentAttached && a.HostDevice != "" && c.running(a) {
 				m[v.ID] = a.HostDevice
 			}
 		}

@@ -79,7 +79,7 @@ func (c *Cloud) advanceAttachment(v *Volume, a *Attachment, now time.Time) bool 
 				klog.ErrorS(err, "Disk store could not attach the volume; will retry", "volumeID", v.ID)
 				return true
 			}
-			if view := c.viewOf(a); view != nil && dev != "" {
+			if view := c.viewOf(a); view != nil && dev != "" && c.running(a) {
 				if err := view.Expose(v.ID, dev); err != nil {
 					klog.ErrorS(err, "Could not expose the volume to its instance; will retry", "volumeID", v.ID, "instanceID", a.InstanceID)
 					return true
@@ -93,7 +93,9 @@ func (c *Cloud) advanceAttachment(v *Volume, a *Attachment, now time.Time) bool 
 		klog.V(2).InfoS("Volume attached", "volumeID", v.ID, "instanceID", a.InstanceID, "device", a.Device, "hostDevice", a.HostDevice)
 	case a.State == AttachmentDetaching && !now.Before(a.Due):
 		if host && !c.sharedOnHost(v, a) {
-			if err := c.cfg.Store.Detach(v.ID, a.Force); err != nil && !errors.Is(err, disks.ErrNotFound) {
+			// A stopped guest cannot release the device: EC2 does not wait.
+			force := a.Force || !c.running(a)
+			if err := c.cfg.Store.Detach(v.ID, force); err != nil && !errors.Is(err, disks.ErrNotFound) {
 				if !errors.Is(err, disks.ErrBusy) {
 					klog.ErrorS(err, "Disk store could not detach the volume; will retry", "volumeID", v.ID)
 				}

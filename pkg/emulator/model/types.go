@@ -177,6 +177,8 @@ type Instance struct {
 	// View, when set, is how the host plays this instance as well: its
 	// volumes get real devices that the view exposes to it alone.
 	View *disks.View `json:"view,omitempty"`
+	// State is running or stopped (SetInstanceState); empty is running.
+	State InstanceState `json:"state,omitempty"`
 }
 
 // cloneVolume returns a deep copy of v.

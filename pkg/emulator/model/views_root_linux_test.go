@@ -2,6 +2,7 @@ package model
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -111,5 +112,109 @@ func TestViewedInstancesShareAMultiAttachedDevice(t *testing.T) {
 	}
 	if data, err := os.ReadFile("/sys/block/" + filepath.Base(dev) + "/loop/backing_file"); err == nil {
 		t.Fatalf("%s is still bound to %s after the last detach", dev, data)
+	}
+}
+
+// TestAStoppedInstanceSeesNoVolume stops an instance with a view: its
+// volume stays attached, as on EC2, but its link goes; a detach completes
+// although the host still holds the device open (the stopped guest cannot
+// release it); a volume attached while it is stopped appears only when it
+// starts. Only the detach of a running instance waits for a busy device.
+func TestAStoppedInstanceSeesNoVolume(t *testing.T) {
+	testutil.RequireRoot(t, "losetup", "mkfs.ext4", "mount")
+	dataDir, links := t.TempDir(), t.TempDir()
+	store, err := disks.NewLoopStore(dataDir, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "i-0000000000000000a"
+	c, err := New(Config{Store: store, DataDir: dataDir, Instances: []InstanceSpec{
+		{ID: id, PrivateIP: "10.89.0.11", View: &disks.View{LinkDir: links}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	v, err := c.CreateVolume(CreateVolumeInput{Zone: "us-east-1a", Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Detach(v.ID, true) })
+	link := filepath.Join(links, disks.LinkName(v.ID))
+	settle := func() Volume {
+		t.Helper()
+		page, err := c.DescribeVolumes(Query{IDs: []string{v.ID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return page.Items[0]
+	}
+	attach := func() string {
+		t.Helper()
+		if _, err := c.AttachVolume(AttachVolumeInput{VolumeID: v.ID, InstanceID: id, Device: "/dev/sdf"}); err != nil {
+			t.Fatal(err)
+		}
+		got := settle()
+		if len(got.Attachments) != 1 || got.Attachments[0].State != AttachmentAttached {
+			t.Fatalf("attachments %+v", got.Attachments)
+		}
+		return got.Attachments[0].HostDevice
+	}
+	hasLink := func() bool {
+		_, err := os.Lstat(link)
+		return err == nil
+	}
+	settle()
+	dev := attach()
+	if !hasLink() {
+		t.Fatal("no link while the instance runs")
+	}
+	// Mounted on the host, as the killed node left it: the device is busy.
+	mnt := t.TempDir()
+	for _, cmd := range [][]string{{"mkfs.ext4", "-q", dev}, {"mount", dev, mnt}} {
+		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v %s", cmd, err, out)
+		}
+	}
+	mounted := true
+	unmount := func() {
+		if mounted {
+			if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+				t.Errorf("umount: %v %s", err, out)
+			}
+			mounted = false
+		}
+	}
+	defer unmount()
+
+	if err := c.SetInstanceState(id, InstanceStopped); err != nil {
+		t.Fatal(err)
+	}
+	if hasLink() {
+		t.Fatal("the stopped instance still has the volume's link")
+	}
+	if _, err := c.DetachVolume(DetachVolumeInput{VolumeID: v.ID, InstanceID: id}); err != nil {
+		t.Fatal(err)
+	}
+	if got := settle(); len(got.Attachments) != 0 {
+		t.Fatalf("the detach from a stopped instance waits for a device the host holds: %+v", got.Attachments)
+	}
+	unmount()
+
+	attach()
+	if hasLink() {
+		t.Fatal("a volume attached to a stopped instance has a link")
+	}
+	if err := c.SetInstanceState(id, InstanceRunning); err != nil {
+		t.Fatal(err)
+	}
+	if !hasLink() {
+		t.Fatal("the started instance does not see its attached volume")
+	}
+	if _, err := c.DetachVolume(DetachVolumeInput{VolumeID: v.ID, InstanceID: id}); err != nil {
+		t.Fatal(err)
+	}
+	if got := settle(); len(got.Attachments) != 0 || hasLink() {
+		t.Fatalf("after the last detach: %+v, link %v", got.Attachments, hasLink())
 	}
 }

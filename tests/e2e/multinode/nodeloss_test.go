@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/diskplane/diskplane/pkg/emulator/model"
 	"github.com/diskplane/diskplane/tests/e2e/kubetest"
 	"github.com/diskplane/diskplane/tests/e2e/poll"
 )
@@ -27,10 +28,10 @@ const nodeNotReadyTimeout = 3 * time.Minute
 
 // TestNodeLoss kills the worker that runs a StatefulSet's pod, with the
 // pod's volume attached and mounted: its kubelet, containerd, node plugin
-// and containers die at once. The worker is then powered off (its mounts
-// go, as a stopped instance's do) and the pod must run on the other worker
-// of the zone with its data, the volume moving between the instances and
-// never attached to both.
+// and containers die at once. Its instance is then stopped in the emulator
+// and the worker powered off (its mounts go), and the pod must run on the
+// other worker of the zone with its data, the volume moving between the
+// instances and never attached to both.
 //   - out-of-service taint: the operator taints the dead node, Kubernetes
 //     deletes its pods and detaches their volumes at once.
 //   - force-deleted pod, no taint: the pod is force-deleted; Kubernetes
@@ -68,7 +69,11 @@ func nodeLoss(t *testing.T, taint bool) {
 	t.Cleanup(func() { restoreWorker(t, victim) })
 	waitNode(t, victim.name, false, nodeNotReadyTimeout)
 	t.Logf("%s NotReady %s after it died", victim.name, time.Since(start).Round(time.Second))
-	// The node is confirmed down: its instance stopped, its mounts gone.
+	// The node is confirmed down: its instance stopped in EC2 (a detach no
+	// longer waits for its guest), its machine off (its mounts gone).
+	if err := env.emulator.SetInstanceState(t.Context(), victim.instanceID, model.InstanceStopped); err != nil {
+		t.Fatal(err)
+	}
 	workerTool(t, "down", victim)
 	if taint {
 		taintNode(t, victim.name, true)
@@ -161,6 +166,9 @@ func taintNode(t *testing.T, node string, add bool) {
 func restoreWorker(t *testing.T, w worker) {
 	t.Helper()
 	if _, err := kubetest.Run(context.Background(), env.workerTool, "down", w.index); err != nil {
+		t.Errorf("restore %s: %v", w.name, err)
+	}
+	if err := env.emulator.SetInstanceState(context.Background(), w.instanceID, model.InstanceRunning); err != nil {
 		t.Errorf("restore %s: %v", w.name, err)
 	}
 	if _, err := kubetest.Run(context.Background(), env.workerTool, "up", w.index); err != nil {
