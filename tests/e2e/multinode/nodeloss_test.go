@@ -212,3 +212,42 @@ func readySince(p *corev1.Pod, t time.Time) bool {
 	}
 	return false
 }
+
+// TestNetworkPartition cuts the worker that runs a StatefulSet's pod off the
+// API server until the control plane marks it NotReady, then heals the cut:
+// the pod kept running on its node all along (its containers never stopped),
+// so its volume must stay attached to that node's instance and only to it,
+// and the pod must be Ready there again with its data. A partition shorter
+// than the pods' unreachable toleration (300 s) must cost no detach.
+func TestNetworkPartition(t *testing.T) {
+	zone, pair := zoneWithTwoWorkers(t)
+	cut := pair[0]
+	if controllerOn(t, cut.name) {
+		cut = pair[1]
+	}
+	ns := newNamespace(t, "partition")
+	pod := createDataStatefulSet(t, ns, "db", zone, cut.name)
+	if pod.Spec.NodeName != cut.name {
+		t.Fatalf("the pod went to %s, not the preferred %s", pod.Spec.NodeName, cut.name)
+	}
+	volumeID := claimVolume(t, ns, "data-db-0")
+	start := time.Now()
+	workerTool(t, "cut", cut)
+	t.Cleanup(func() {
+		if _, err := kubetest.Run(context.Background(), env.workerTool, "uncut", cut.index); err != nil {
+			t.Errorf("uncut %s: %v", cut.name, err)
+		}
+	})
+	waitNode(t, cut.name, false, nodeNotReadyTimeout)
+	t.Logf("%s NotReady %s after the cut", cut.name, time.Since(start).Round(time.Second))
+	checkOnlyOn(t, volumeID, cut.name)
+	workerTool(t, "uncut", cut)
+	waitNode(t, cut.name, true, nodeNotReadyTimeout)
+	again, _ := waitPodReady(t, ns, pod.Name, "", "")
+	if again.UID != pod.UID || again.Spec.NodeName != cut.name {
+		t.Errorf("after the partition the pod is %s on %s, want the same pod %s on %s", again.UID, again.Spec.NodeName, pod.UID, cut.name)
+	}
+	checkOnlyOn(t, volumeID, cut.name)
+	neverShared(t, volumeID)
+	t.Logf("figure: a partition of %s from the API server for %s: the pod and its volume stayed", cut.name, time.Since(start).Round(time.Second))
+}
