@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -178,8 +179,26 @@ func (n *cloudNode) detachAndDelete(v volume) {
 	if _, err := os.Lstat(v.Link); !os.IsNotExist(err) {
 		n.t.Fatalf("by-id link of %s left after detach: %v", v.ID, err)
 	}
-	if out, _ := exec.Command("losetup", "--noheadings", "--output", "BACK-FILE", device).Output(); strings.Contains(string(out), v.ID) {
+	if !loopReleased(device, v.ID) {
 		n.t.Fatalf("loop device %s still backs %s after detach", device, v.ID)
+	}
+}
+
+// loopReleased reports whether the loop device no longer backs the volume,
+// allowing a few seconds: a detach of a device another process still holds
+// open (udev's probe of the change, in the node VM) marks it autoclear, and
+// the kernel releases it on that process's last close.
+func loopReleased(device, volumeID string) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, _ := exec.Command("losetup", "--noheadings", "--output", "BACK-FILE", device).Output()
+		if !strings.Contains(string(out), volumeID) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
