@@ -65,10 +65,8 @@ kustomization() {
   local dir=$1 kind=$2
   shift 2
   {
-    echo "# $1"
-    echo "# Rendered from charts/diskplane by \`make kustomize\`; do not edit."
-    shift
     printf '# %s\n' "$@"
+    echo "# Rendered from charts/diskplane by \`make kustomize\`; do not edit."
     if [[ $kind == Component ]]; then
       echo "apiVersion: kustomize.config.k8s.io/v1alpha1"
     else
@@ -96,10 +94,10 @@ for flavour in csi-proxy hostProcess; do
     "${windows[@]/#/--show-only=}"
   kustomization "$dir" Component \
     "The Diskplane node plugin on Windows nodes ($flavour mode) and the admission" \
-    "policy for csi-proxy's pipes, as a component of an overlay of deploy/kubernetes:" \
+    "policies for csi-proxy's pipes, as a component of an overlay of deploy/kubernetes:" \
     "  resources: [<path>/deploy/kubernetes]" \
     "  components: [<path>/deploy/$(basename "$dir")]" \
-    "The policy allows pipes to system:serviceaccount:$namespace:diskplane-node only."
+    "The policies allow csi-proxy's pipes to pods in $namespace and of its diskplane-node account only."
 done
 
 dests=("$dest" "$repo/deploy/windows" "$repo/deploy/windows-hostprocess")

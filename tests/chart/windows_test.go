@@ -12,7 +12,7 @@ import (
 
 // pipes are csi-proxy's named pipes of the API groups the Windows node
 // plugin uses.
-var pipes = []string{`\\.\pipe\csi-proxy-disk-v1`, `\\.\pipe\csi-proxy-filesystem-v1`, `\\.\pipe\csi-proxy-volume-v1`}
+var pipes = []string{`\\.\pipe\csi-proxy-disk-v1`, `\\.\pipe\csi-proxy-filesystem-v1`, `\\.\pipe\csi-proxy-volume-v1`, `\\.\pipe\csi-proxy-volume-v2alpha1`}
 
 func (m *manifest) windowsNode() *appsv1.DaemonSet {
 	m.t.Helper()
@@ -100,9 +100,23 @@ func TestWindowsCSIProxy(t *testing.T) {
 	if *vap.Spec.FailurePolicy != admissionv1.Fail || vap.Spec.MatchConstraints.ResourceRules[0].Resources[0] != "pods" {
 		t.Errorf("policy %+v", vap.Spec)
 	}
-	binding := decode[admissionv1.ValidatingAdmissionPolicyBinding](m, m.get("ValidatingAdmissionPolicyBinding", "diskplane-csi-proxy-pipes"))
-	if binding.Spec.PolicyName != vap.Name || !slices.Equal(binding.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
-		t.Errorf("binding %+v", binding.Spec)
+	if got := vap.Spec.MatchConditions[1].Expression; got != "!(request.namespace in ['kube-system'])" {
+		t.Errorf("trusted namespaces %q", got)
+	}
+	volumes := decode[admissionv1.ValidatingAdmissionPolicy](m, m.get("ValidatingAdmissionPolicy", "diskplane-csi-proxy-pipe-volumes"))
+	if r := volumes.Spec.MatchConstraints.ResourceRules[0]; r.Resources[0] != "persistentvolumes" || !slices.Equal(r.Operations,
+		[]admissionv1.OperationType{admissionv1.Create, admissionv1.Update}) {
+		t.Errorf("volume policy rule %+v", r)
+	}
+	// Both policies test paths with the same expression.
+	if pods, pvs := vap.Spec.Variables[0].Expression, volumes.Spec.Variables[0].Expression; !strings.Contains(pvs, pods[strings.Index(pods, ".filter(p,"):]) {
+		t.Errorf("the policies test pipes differently:\n%s\n%s", pods, pvs)
+	}
+	for _, policy := range []string{vap.Name, volumes.Name} {
+		binding := decode[admissionv1.ValidatingAdmissionPolicyBinding](m, m.get("ValidatingAdmissionPolicyBinding", policy))
+		if binding.Spec.PolicyName != policy || !slices.Equal(binding.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) {
+			t.Errorf("binding %+v", binding.Spec)
+		}
 	}
 }
 
@@ -115,7 +129,10 @@ node:
     enabled: true
     mode: hostProcess
     kubeletDir: 'D:\k8s\kubelet\'
-    pipeAdmissionPolicy: {allowedServiceAccounts: [other-csi/node, kube-system/csi-smb-node]}
+    pipeAdmissionPolicy:
+      allowedServiceAccounts: [other-csi/node, kube-system/csi-smb-node]
+      allowedNamespaces: []
+      validationActions: [Warn, Audit]
 `)
 	spec := m.windowsNode().Spec.Template.Spec
 	sc := spec.SecurityContext
@@ -142,6 +159,13 @@ node:
 	if got := vap.Spec.Validations[0].Expression; !strings.HasSuffix(got, "in ['kube-system/diskplane-node','other-csi/node','kube-system/csi-smb-node']") {
 		t.Errorf("policy expression %q", got)
 	}
+	if got := vap.Spec.MatchConditions[1].Expression; got != "!(request.namespace in [])" {
+		t.Errorf("trusted namespaces %q", got)
+	}
+	binding := decode[admissionv1.ValidatingAdmissionPolicyBinding](m, m.get("ValidatingAdmissionPolicyBinding", "diskplane-csi-proxy-pipe-volumes"))
+	if !slices.Equal(binding.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Warn, admissionv1.Audit}) {
+		t.Errorf("binding %+v", binding.Spec)
+	}
 	if m := render(t, "node: {windows: {enabled: true, pipeAdmissionPolicy: {enabled: false}}}\n"); m.find("ValidatingAdmissionPolicy", "diskplane-csi-proxy-pipes") != nil {
 		t.Error("the pipe policy is rendered although turned off")
 	}
@@ -152,6 +176,9 @@ func TestWindowsSchema(t *testing.T) {
 		"unknown mode":                "node: {windows: {mode: hostprocess}}\n",
 		"Linux kubelet dir":           "node: {windows: {kubeletDir: /var/lib/kubelet}}\n",
 		"account without a namespace": "node: {windows: {pipeAdmissionPolicy: {allowedServiceAccounts: [node]}}}\n",
+		"namespace with a slash":      "node: {windows: {pipeAdmissionPolicy: {allowedNamespaces: [a/b]}}}\n",
+		"deny and warn":               "node: {windows: {pipeAdmissionPolicy: {validationActions: [Deny, Warn]}}}\n",
+		"no action":                   "node: {windows: {pipeAdmissionPolicy: {validationActions: []}}}\n",
 		"typo":                        "node: {windows: {enable: true}}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -172,9 +199,9 @@ func TestWindowsNotes(t *testing.T) {
 	}{
 		{not: []string{"diskplane-node-windows", "fstype: ntfs"}},
 		{set: []string{"--set", "node.windows.enabled=true"},
-			want: []string{"rollout status daemonset/diskplane-node-windows", "fstype: ntfs", "csi-proxy v1.0.0"}},
+			want: []string{"rollout status daemonset/diskplane-node-windows", "fstype: ntfs", "csi-proxy v1.1.3"}},
 		{set: []string{"--set", "node.windows.enabled=true", "--set", "node.windows.mode=hostProcess"},
-			want: []string{"rollout status daemonset/diskplane-node-windows", "fstype: ntfs"}, not: []string{"csi-proxy v1.0.0"}},
+			want: []string{"rollout status daemonset/diskplane-node-windows", "fstype: ntfs"}, not: []string{"csi-proxy v1.1.3"}},
 	} {
 		args := append([]string{"install", releaseName, chartDir, "--namespace", namespace, "--dry-run=client"}, tc.set...)
 		stdout, stderr, err := runHelm(t, args...)

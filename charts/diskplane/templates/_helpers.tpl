@@ -124,9 +124,39 @@ diskplane-aws-credentials
 {{ include "diskplane.windows.kubeletDir" . }}\plugins\{{ .Values.driverName }}
 {{- end -}}
 
-{{/* The csi-proxy pipes the Windows node plugin uses (API group: pipe). */}}
+{{/*
+The csi-proxy pipes the Windows node plugin uses (API group and version:
+pipe). volume-v2alpha1 only shows, at start, that csi-proxy is v1.1.0 or
+later (older ones lack it).
+*/}}
 {{- define "diskplane.windows.pipes" -}}
-disk: \\.\pipe\csi-proxy-disk-v1
-volume: \\.\pipe\csi-proxy-volume-v1
-filesystem: \\.\pipe\csi-proxy-filesystem-v1
+disk-v1: \\.\pipe\csi-proxy-disk-v1
+volume-v1: \\.\pipe\csi-proxy-volume-v1
+filesystem-v1: \\.\pipe\csi-proxy-filesystem-v1
+volume-v2alpha1: \\.\pipe\csi-proxy-volume-v2alpha1
+{{- end -}}
+
+{{/*
+CEL: a host path as Windows compares pipe paths: blanks at either end
+dropped, ASCII letters in lower case, / as \. The argument is the CEL
+expression of the path.
+*/}}
+{{- define "diskplane.windows.pipePath" -}}
+{{ . }}.trim().lowerAscii().replace('/', '\\')
+{{- end -}}
+
+{{/*
+CEL: whether a path made by diskplane.windows.pipePath (the argument names
+it) is one of csi-proxy's pipes or may resolve to one, however it is spelt.
+Windows resolves ".", ".." and repeated separators in \\.\ paths, skips
+that for \\?\ ones, reaches pipes by UNC (\\host\pipe\…) and by NT names
+(\??\, \Device\NamedPipe, GLOBALROOT), and compares pipe names
+regardless of case. Rather than resolve all that, the test denies on doubt:
+a path that names csi-proxy anywhere, or one in the device, UNC or NT
+namespaces that is not plainly \\.\pipe\<one ASCII name>.
+*/}}
+{{- define "diskplane.windows.isPipe" -}}
+({{ . }}.contains('csi-proxy')
+|| ({{ . }}.matches(r'^\\\\|^\\(\?\?|device|globalroot|dosdevices|global\?\?)(\\|$)')
+&& !{{ . }}.matches(r'^\\\\\.\\pipe\\[a-z0-9_][a-z0-9_.@+=-]*$')))
 {{- end -}}
