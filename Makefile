@@ -33,7 +33,7 @@ build-windows:
 	@mkdir -p $(BIN)/windows-amd64
 	GOOS=windows GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/windows-amd64/ ./cmd/diskplane ./cmd/csi-proxy-emulator
 
-## test-windows: the Windows node under Wine: its packages built for Windows and run (HostProcess scenario included), then the real diskplane.exe against the csi-proxy emulator (scenario, start-up check, csi-sanity's node specs)
+## test-windows: the Windows node under Wine: its packages built for Windows and run (HostProcess scenario included), then the real diskplane.exe against the csi-proxy emulator as csi-proxy v1.1.3 and v1.3.0 (scenario, start-up and version checks, /healthz, csi-sanity's node specs)
 WINDOWS_PKGS := ./pkg/csiproxy/... ./pkg/mounter/... ./pkg/emulator/winhost/... ./pkg/driver/node/... ./pkg/filetree/... ./tests/windows/... ./tests/crash/...
 WINDOWS_TEST_FLAGS ?= -count=1 -timeout=10m
 test-windows:
@@ -42,6 +42,8 @@ test-windows:
 	@# pkg/driver's other tests serve unix sockets, which Wine 8.0 does not have.
 	PATH=$(CURDIR)/hack/wine:$$PATH GOOS=windows GOARCH=amd64 $(GO) test $(WINDOWS_TEST_FLAGS) -run 'Windows$$' ./pkg/driver
 	CGO_ENABLED=1 $(GO) test -race -tags wine $(WINDOWS_TEST_FLAGS) ./tests/windows/...
+	@# csi-sanity's node specs again, with csi-proxy as the oldest release supported (Ginkgo runs once a process).
+	DISKPLANE_CSI_PROXY_VERSION=v1.1.3 CGO_ENABLED=1 $(GO) test -race -tags wine $(WINDOWS_TEST_FLAGS) -run '^TestSanity$$' ./tests/windows/...
 
 ## test: every unit, integration and sanity test (as root: real loop devices and mounts)
 test: deps

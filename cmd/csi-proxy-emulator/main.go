@@ -2,7 +2,8 @@
 
 // Command csi-proxy-emulator is csi-proxy for a Windows host that is not
 // there: it serves the disk, volume and filesystem API groups at v1 on
-// csi-proxy's named pipes, over an emulated host whose disks are the
+// csi-proxy's named pipes (and what differs between releases as the one
+// --csi-proxy-version names), over an emulated host whose disks are the
 // volumes the EC2 emulator has attached to the instance it plays (serial
 // number = volume ID), keeping their partitions, NTFS formats, mount points
 // and online state as Windows would (pkg/emulator/winhost). It is a Windows
@@ -43,6 +44,7 @@ type options struct {
 	workingDirs string
 	pipePrefix  string
 	adminListen string
+	release     string
 	showVersion bool
 }
 
@@ -54,7 +56,8 @@ func run(args []string) int {
 	fs.StringVar(&o.dataDir, "data-dir", `C:\ProgramData\csi-proxy-emulator`, "where the host's state (state.json) is kept; empty: in memory")
 	fs.StringVar(&o.workingDirs, "working-dirs", csiproxyapi.DefaultWorkingDir, "comma-separated directories the filesystem API may touch (csi-proxy's -kubelet-path)")
 	fs.StringVar(&o.pipePrefix, "pipe-prefix", "", "prefix of the pipe names; empty: csi-proxy's own (csi-proxy)")
-	fs.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:8703", "host:port of the admin API (GET /disks, PUT /disks); empty disables it")
+	fs.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:8703", "host:port of the admin API (GET /disks, PUT /disks, POST /faults); empty disables it")
+	fs.StringVar(&o.release, "csi-proxy-version", csiproxyapi.DefaultRelease.Version, "the csi-proxy release to answer as: "+releases())
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	klog.InitFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -77,10 +80,24 @@ func run(args []string) int {
 	return 0
 }
 
+// releases lists the releases --csi-proxy-version takes.
+func releases() string {
+	var versions []string
+	for _, r := range csiproxyapi.Releases {
+		versions = append(versions, r.Version)
+	}
+	return strings.Join(versions, ", ")
+}
+
 func serve(ctx context.Context, o options) error {
+	release, err := csiproxyapi.ReleaseOf(o.release)
+	if err != nil {
+		return err
+	}
 	host, err := winhost.New(winhost.Config{
-		Source:  &winhost.EC2Source{AdminURL: o.ec2Admin, InstanceID: o.instanceID},
-		DataDir: o.dataDir,
+		Source:            &winhost.EC2Source{AdminURL: o.ec2Admin, InstanceID: o.instanceID},
+		DataDir:           o.dataDir,
+		MountByAccessPath: release.MountByAccessPath,
 	})
 	if err != nil {
 		return err
@@ -113,9 +130,10 @@ func serve(ctx context.Context, o options) error {
 			dirs = append(dirs, d)
 		}
 	}
-	klog.InfoS("Starting csi-proxy-emulator", "version", version.Get().String(), "ec2Admin", o.ec2Admin, "dataDir", o.dataDir, "workingDirs", dirs)
-	err = csiproxyapi.Serve(ctx, host, csiproxyapi.Options{PipePrefix: o.pipePrefix, WorkingDirs: dirs},
-		func() { klog.InfoS("Serving disk, volume and filesystem v1 on csi-proxy's pipes") })
+	klog.InfoS("Starting csi-proxy-emulator", "version", version.Get().String(), "csiProxyVersion", release.Version,
+		"ec2Admin", o.ec2Admin, "dataDir", o.dataDir, "workingDirs", dirs)
+	err = csiproxyapi.Serve(ctx, host, csiproxyapi.Options{PipePrefix: o.pipePrefix, WorkingDirs: dirs, Release: release},
+		func() { klog.InfoS("Serving csi-proxy's API groups on its pipes", "csiProxyVersion", release.Version) })
 	cancel()
 	return errors.Join(err, <-adminDone)
 }

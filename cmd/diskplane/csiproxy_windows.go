@@ -17,7 +17,7 @@ func connectCSIProxy(ctx context.Context, f *nodeFlags) (csiproxy.Host, error) {
 		klog.InfoS("Using the csi-proxy library in this process (HostProcess pod)")
 		return csiproxy.NewLibrary(ctx, csiproxy.WindowsHostAPIs())
 	}
-	klog.InfoS("Connecting to csi-proxy", "pipes", csiproxy.PipePath("", "<group>"))
+	klog.InfoS("Connecting to csi-proxy", "pipes", csiproxy.PipePath("", "<group>", "<version>"))
 	return csiproxy.Connect(ctx, csiproxy.PipeOptions{Wait: f.csiProxyWait})
 }
 

@@ -19,11 +19,22 @@ import (
 	"errors"
 )
 
+// MinVersion is the oldest csi-proxy release Diskplane supports: v1.1.1 is
+// the first that runs on Windows Server 2022, and v1.1.3 fixes
+// CVE-2023-3893 (a pod on the node could make csi-proxy run commands as
+// SYSTEM). Connect refuses what it can tell is older (before v1.1.0); a
+// v1.1.0 to v1.1.2 looks the same over the pipes as v1.1.3.
+const MinVersion = "v1.1.3"
+
 // Host is what a Windows node plugin asks of the host. Disks are numbered
 // as Windows numbers them; volumes are Windows volume IDs
 // (\\?\Volume{GUID}\); paths are absolute Windows paths with a drive letter
 // and backslashes, which csi-proxy insists on.
 type Host interface {
+	// Check reports whether the host answers: csi-proxy serves every API
+	// group over its pipes (it may have stopped since the start); the
+	// library in process always does.
+	Check(ctx context.Context) error
 	// ListDiskIDs returns the serial number (and page 0x83 ID) of every disk
 	// by disk number.
 	ListDiskIDs(ctx context.Context) (map[uint32]DiskIDs, error)

@@ -56,7 +56,9 @@ type libraryHost struct {
 
 // NewLibrary returns the Host of a plugin in a HostProcess container: the
 // csi-proxy v2 library over apis. Like Connect it checks the host answers
-// before it is used: the disks can be listed.
+// before it is used: the boot disk's state can be read. (Not the list of
+// disks: that fails as a whole while any one disk cannot be opened, which
+// must not keep the plugin from starting.)
 func NewLibrary(ctx context.Context, apis HostAPIs) (Host, error) {
 	d, err := disk.New(apis.Disk)
 	if err != nil {
@@ -71,16 +73,18 @@ func NewLibrary(ctx context.Context, apis HostAPIs) (Host, error) {
 		return nil, err
 	}
 	h := &libraryHost{disk: d, volume: v, fs: f, raw: apis.Raw}
-	disks, err := h.ListDiskIDs(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%w: the csi-proxy library cannot list the host's disks (is this a HostProcess container running as NT AUTHORITY\\SYSTEM?): %v",
+	if _, err := h.disk.GetDiskState(ctx, &disk.GetDiskStateRequest{DiskNumber: 0}); err != nil {
+		return nil, fmt.Errorf("%w: the csi-proxy library cannot read the state of the host's boot disk (is this a HostProcess container running as NT AUTHORITY\\SYSTEM?): %v",
 			ErrNotServed, err)
 	}
-	klog.V(2).InfoS("csi-proxy library ready in this process", "disks", len(disks))
+	klog.V(2).InfoS("csi-proxy library ready in this process")
 	return h, nil
 }
 
 func (h *libraryHost) Close() error { return nil }
+
+// Check succeeds: the library runs in this process.
+func (h *libraryHost) Check(context.Context) error { return nil }
 
 func (h *libraryHost) ListDiskIDs(ctx context.Context) (map[uint32]DiskIDs, error) {
 	resp, err := h.disk.ListDiskIDs(ctx, &disk.ListDiskIDsRequest{})

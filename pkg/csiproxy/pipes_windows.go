@@ -9,9 +9,11 @@ import (
 	diskapi "github.com/kubernetes-csi/csi-proxy/client/api/disk/v1"
 	fsapi "github.com/kubernetes-csi/csi-proxy/client/api/filesystem/v1"
 	volumeapi "github.com/kubernetes-csi/csi-proxy/client/api/volume/v1"
+	volumev2alpha1api "github.com/kubernetes-csi/csi-proxy/client/api/volume/v2alpha1"
 	diskclient "github.com/kubernetes-csi/csi-proxy/client/groups/disk/v1"
 	fsclient "github.com/kubernetes-csi/csi-proxy/client/groups/filesystem/v1"
 	volumeclient "github.com/kubernetes-csi/csi-proxy/client/groups/volume/v1"
+	volumev2alpha1client "github.com/kubernetes-csi/csi-proxy/client/groups/volume/v2alpha1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
@@ -35,27 +37,31 @@ type PipeOptions struct {
 const DefaultConnectWait = 30 * time.Second
 
 // The API groups Diskplane needs, all at version v1 (csi-proxy v1.0.0 and
-// later serve them).
+// later serve them), and the one that dates csi-proxy: v1.1.0 added the
+// volume group at v2alpha1, which Diskplane asks for only to tell an older
+// csi-proxy at start.
 const (
 	groupDisk       = "disk"
 	groupVolume     = "volume"
 	groupFilesystem = "filesystem"
 	apiVersion      = "v1"
+	datingVersion   = "v2alpha1"
 )
 
-// PipePath is the pipe of an API group at v1 under prefix, spelt exactly
-// as csi-proxy and its client spell it (client.PipePath, with its doubled
-// backslashes after the dot), so the names are the same strings on both
-// ends.
-func PipePath(prefix, group string) string {
+// PipePath is the pipe of an API group at a version under prefix, spelt
+// exactly as csi-proxy and its client spell it (client.PipePath, with its
+// doubled backslashes after the dot), so the names are the same strings on
+// both ends.
+func PipePath(prefix, group, version string) string {
 	if prefix == "" {
 		prefix = DefaultPipePrefix
 	}
-	return `\\.\\pipe\\` + prefix + "-" + group + "-" + apiVersion
+	return `\\.\\pipe\\` + prefix + "-" + group + "-" + version
 }
 
 // pipeHost is Host over csi-proxy's named pipes.
 type pipeHost struct {
+	prefix string
 	disk   *diskclient.Client
 	volume *volumeclient.Client
 	fs     *fsclient.Client
@@ -80,64 +86,83 @@ func Connect(ctx context.Context, opts PipeOptions) (Host, error) {
 		klog.V(2).InfoS("csi-proxy is not ready", "err", err)
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: %v (waited %s; Diskplane needs csi-proxy v1.0.0 or later running on the node with the API groups disk, volume and filesystem at v1 and their pipes mounted into the plugin's container, or --windows-host-process in a HostProcess pod)",
-				ErrNotServed, err, wait)
+			return nil, fmt.Errorf("%w: %v (waited %s; Diskplane needs csi-proxy %s or later running on the node with the API groups disk, volume and filesystem at v1 and volume at v2alpha1 and their pipes mounted into the plugin's container, or --windows-host-process in a HostProcess pod)",
+				ErrNotServed, err, wait, MinVersion)
 		case <-time.After(time.Second):
 		}
 	}
 }
 
 func connectOnce(ctx context.Context, prefix string) (*pipeHost, error) {
-	h := &pipeHost{}
+	h := &pipeHost{prefix: prefix}
 	var err error
-	if h.disk, err = diskclient.NewClientWithPipePath(PipePath(prefix, groupDisk)); err != nil {
-		return nil, notServed(prefix, groupDisk, err)
+	if h.disk, err = diskclient.NewClientWithPipePath(PipePath(prefix, groupDisk, apiVersion)); err != nil {
+		return nil, notServed(prefix, groupDisk, apiVersion, err)
 	}
-	if h.volume, err = volumeclient.NewClientWithPipePath(PipePath(prefix, groupVolume)); err != nil {
+	if h.volume, err = volumeclient.NewClientWithPipePath(PipePath(prefix, groupVolume, apiVersion)); err != nil {
 		h.Close()
-		return nil, notServed(prefix, groupVolume, err)
+		return nil, notServed(prefix, groupVolume, apiVersion, err)
 	}
-	if h.fs, err = fsclient.NewClientWithPipePath(PipePath(prefix, groupFilesystem)); err != nil {
+	if h.fs, err = fsclient.NewClientWithPipePath(PipePath(prefix, groupFilesystem, apiVersion)); err != nil {
 		h.Close()
-		return nil, notServed(prefix, groupFilesystem, err)
+		return nil, notServed(prefix, groupFilesystem, apiVersion, err)
 	}
-	if err := h.probe(ctx, prefix); err != nil {
+	// The volume group at v2alpha1 only dates csi-proxy.
+	dating, err := volumev2alpha1client.NewClientWithPipePath(PipePath(prefix, groupVolume, datingVersion))
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("csi-proxy is older than v1.1.0: %w", notServed(prefix, groupVolume, datingVersion, err))
+	}
+	defer dating.Close()
+	if err := h.probe(ctx, dating); err != nil {
 		h.Close()
 		return nil, err
 	}
 	return h, nil
 }
 
-func notServed(prefix, group string, err error) error {
-	return fmt.Errorf("no %s API %s on %s: %v", group, apiVersion, PipePath(prefix, group), err)
+func notServed(prefix, group, version string, err error) error {
+	return fmt.Errorf("no %s API %s on %s: %v", group, version, PipePath(prefix, group, version), err)
 }
 
-// probe makes one harmless call per API group. Any answer from csi-proxy,
-// an error about the request included, shows the group version is served;
-// no answer, or Unimplemented, shows it is not.
-func (h *pipeHost) probe(ctx context.Context, prefix string) error {
+// probe checks at start that csi-proxy serves every API group Diskplane
+// needs and the one that dates it (see Check).
+func (h *pipeHost) probe(ctx context.Context, dating *volumev2alpha1client.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	disks, err := h.disk.ListDiskIDs(ctx, &diskapi.ListDiskIDsRequest{})
-	if err := served(prefix, groupDisk, err); err != nil {
+	if err := h.Check(ctx); err != nil {
 		return err
 	}
-	_, err = h.volume.ListVolumesOnDisk(ctx, &volumeapi.ListVolumesOnDiskRequest{DiskNumber: 0})
-	if err := served(prefix, groupVolume, err); err != nil {
-		return err
+	_, err := dating.GetClosestVolumeIDFromTargetPath(ctx, &volumev2alpha1api.GetClosestVolumeIDFromTargetPathRequest{TargetPath: `C:\`})
+	if err := served(h.prefix, groupVolume, datingVersion, err); err != nil {
+		return fmt.Errorf("csi-proxy is older than v1.1.0: %w", err)
 	}
-	_, err = h.fs.PathExists(ctx, &fsapi.PathExistsRequest{Path: `C:\`})
-	if err := served(prefix, groupFilesystem, err); err != nil {
-		return err
-	}
-	klog.V(2).InfoS("csi-proxy serves disk, volume and filesystem v1", "pipes", PipePath(prefix, "<group>"), "disks", len(disks.GetDiskIDs()))
+	klog.V(2).InfoS("csi-proxy serves disk, volume and filesystem v1, and is v1.1.0 or later", "pipes", PipePath(h.prefix, "<group>", "<version>"))
 	return nil
 }
 
-func served(prefix, group string, err error) error {
+// Check makes one harmless call per API group. Any answer from csi-proxy,
+// an error about the request included, shows the group version is served;
+// no answer, or Unimplemented, shows it is not. The plugin's /healthz asks
+// it, so that a csi-proxy that stopped is seen (the clients reconnect by
+// themselves when it is back).
+func (h *pipeHost) Check(ctx context.Context) error {
+	_, err := h.disk.GetDiskState(ctx, &diskapi.GetDiskStateRequest{DiskNumber: 0})
+	if err := served(h.prefix, groupDisk, apiVersion, err); err != nil {
+		return err
+	}
+	_, err = h.volume.ListVolumesOnDisk(ctx, &volumeapi.ListVolumesOnDiskRequest{DiskNumber: 0})
+	if err := served(h.prefix, groupVolume, apiVersion, err); err != nil {
+		return err
+	}
+	_, err = h.fs.PathExists(ctx, &fsapi.PathExistsRequest{Path: `C:\`})
+	return served(h.prefix, groupFilesystem, apiVersion, err)
+}
+
+func served(prefix, group, version string, err error) error {
 	switch status.Code(err) {
 	case codes.Unavailable, codes.Unimplemented, codes.DeadlineExceeded, codes.Canceled:
-		return fmt.Errorf("the %s API %s on %s does not answer: %v", group, apiVersion, PipePath(prefix, group), err)
+		return fmt.Errorf("the %s API %s on %s does not answer: %v", group, version, PipePath(prefix, group, version), err)
 	}
 	return nil
 }

@@ -34,8 +34,15 @@ func pipePrefix(t *testing.T) string {
 
 // serve runs the emulated csi-proxy under prefix over a host with the boot
 // disk and volID attached, with the working directory C:\var\lib\kubelet
-// (a private directory).
+// (a private directory), as the newest release.
 func serve(t *testing.T, prefix string) *winhost.Host {
+	t.Helper()
+	h := newHost(t)
+	t.Cleanup(serveAs(t, h, prefix, csiproxyapi.DefaultRelease))
+	return h
+}
+
+func newHost(t *testing.T) *winhost.Host {
 	t.Helper()
 	src := &winhost.StaticSource{}
 	src.Attach(winhost.Attached{VolumeID: "vol-0b0000000000000b0", SizeBytes: 30 * gib, Boot: true})
@@ -44,10 +51,17 @@ func serve(t *testing.T, prefix string) *winhost.Host {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h
+}
+
+// serveAs serves h under prefix as release until the returned function is
+// called.
+func serveAs(t *testing.T, h *winhost.Host, prefix string, release csiproxyapi.Release) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- csiproxyapi.Serve(ctx, h, csiproxyapi.Options{PipePrefix: prefix}, func() { close(ready) })
+		done <- csiproxyapi.Serve(ctx, h, csiproxyapi.Options{PipePrefix: prefix, Release: release}, func() { close(ready) })
 	}()
 	select {
 	case <-ready:
@@ -55,20 +69,19 @@ func serve(t *testing.T, prefix string) *winhost.Host {
 		cancel()
 		t.Fatalf("serve: %v", err)
 	}
-	t.Cleanup(func() {
+	return func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-	})
-	return h
+	}
 }
 
 func TestPipePathIsCSIProxys(t *testing.T) {
-	for _, group := range []string{"disk", "volume", "filesystem"} {
-		want := client.PipePath(group, apiversion.NewVersionOrPanic("v1"))
-		if got := csiproxy.PipePath("", group); got != want {
-			t.Errorf("PipePath(%s) = %q, want csi-proxy's %q", group, got, want)
+	for _, api := range []csiproxyapi.API{{Group: "disk", Version: "v1"}, {Group: "volume", Version: "v1"}, {Group: "filesystem", Version: "v1"}, {Group: "volume", Version: "v2alpha1"}} {
+		want := client.PipePath(api.Group, apiversion.NewVersionOrPanic(api.Version))
+		if got := csiproxy.PipePath("", api.Group, api.Version); got != want {
+			t.Errorf("PipePath(%s, %s) = %q, want csi-proxy's %q", api.Group, api.Version, got, want)
 		}
 	}
 }
@@ -149,23 +162,82 @@ func TestOverPipes(t *testing.T) {
 func TestConnectRefuses(t *testing.T) {
 	prefix := pipePrefix(t)
 	_, err := csiproxy.Connect(context.Background(), csiproxy.PipeOptions{Prefix: prefix, Wait: 1500 * time.Millisecond})
-	if !errors.Is(err, csiproxy.ErrNotServed) || !strings.Contains(err.Error(), csiproxy.PipePath(prefix, "disk")) {
+	if !errors.Is(err, csiproxy.ErrNotServed) || !strings.Contains(err.Error(), csiproxy.PipePath(prefix, "disk", "v1")) {
 		t.Fatalf("Connect without csi-proxy = %v, want ErrNotServed naming the disk pipe", err)
 	}
 
 	// A csi-proxy that serves disk and volume v1 but not filesystem v1.
 	h := serve(t, prefix)
 	other := pipePrefix(t)
+	servers := csiproxyapi.Groups(h, csiproxyapi.DefaultRelease, nil)
 	for _, group := range []string{"disk", "volume"} {
-		l, err := winio.ListenPipe(csiproxy.PipePath(other, group), nil)
+		l, err := winio.ListenPipe(csiproxy.PipePath(other, group, "v1"), nil)
 		must(t, err)
-		s := csiproxyapi.Groups(h, nil)[group]
+		s := servers[csiproxyapi.API{Group: group, Version: "v1"}]
 		go func() { _ = s.Serve(l) }()
 		t.Cleanup(s.Stop)
 	}
 	_, err = csiproxy.Connect(context.Background(), csiproxy.PipeOptions{Prefix: other, Wait: 1500 * time.Millisecond})
-	if !errors.Is(err, csiproxy.ErrNotServed) || !strings.Contains(err.Error(), csiproxy.PipePath(other, "filesystem")) {
+	if !errors.Is(err, csiproxy.ErrNotServed) || !strings.Contains(err.Error(), csiproxy.PipePath(other, "filesystem", "v1")) {
 		t.Fatalf("Connect without the filesystem group = %v, want ErrNotServed naming its pipe", err)
+	}
+}
+
+// TestConnectDatesCSIProxy checks that Connect refuses a csi-proxy older
+// than v1.1.0 (no volume API v2alpha1), naming the release it needs, and
+// takes the oldest release supported (the newest is every other test's).
+func TestConnectDatesCSIProxy(t *testing.T) {
+	for _, version := range []string{"v1.0.2", csiproxy.MinVersion} {
+		release, err := csiproxyapi.ReleaseOf(version)
+		must(t, err)
+		t.Run(release.Version, func(t *testing.T) {
+			prefix := pipePrefix(t)
+			stop := serveAs(t, newHost(t), prefix, release)
+			defer stop()
+			host, err := csiproxy.Connect(context.Background(), csiproxy.PipeOptions{Prefix: prefix, Wait: 1500 * time.Millisecond})
+			if release.VolumeV2Alpha1 {
+				must(t, err)
+				must(t, host.Close())
+				return
+			}
+			if !errors.Is(err, csiproxy.ErrNotServed) || !strings.Contains(err.Error(), "older than v1.1.0") ||
+				!strings.Contains(err.Error(), "csi-proxy "+csiproxy.MinVersion+" or later") {
+				t.Fatalf("Connect to csi-proxy %s = %v, want ErrNotServed saying it is older than v1.1.0 and %s is needed",
+					release.Version, err, csiproxy.MinVersion)
+			}
+		})
+	}
+}
+
+// TestCheckSeesCSIProxyStopAndReturn checks Check (the plugin's /healthz):
+// it fails while csi-proxy is gone and succeeds again once it is back,
+// over the same connection.
+func TestCheckSeesCSIProxyStopAndReturn(t *testing.T) {
+	prefix := pipePrefix(t)
+	h := newHost(t)
+	stop := serveAs(t, h, prefix, csiproxyapi.DefaultRelease)
+	ctx := context.Background()
+	host, err := csiproxy.Connect(ctx, csiproxy.PipeOptions{Prefix: prefix, Wait: 10 * time.Second})
+	must(t, err)
+	defer host.Close()
+	check := func() error {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		return host.Check(ctx)
+	}
+	must(t, check())
+	stop()
+	if err := check(); err == nil || !strings.Contains(err.Error(), "does not answer") {
+		t.Fatalf("Check with csi-proxy stopped = %v, want an error saying it does not answer", err)
+	}
+	stop = serveAs(t, h, prefix, csiproxyapi.DefaultRelease)
+	defer stop()
+	deadline := time.Now().Add(20 * time.Second)
+	for err := check(); err != nil; err = check() {
+		if time.Now().After(deadline) {
+			t.Fatalf("Check after csi-proxy came back = %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

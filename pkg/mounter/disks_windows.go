@@ -51,11 +51,18 @@ const findDiskPoll = 500 * time.Millisecond
 func (m *windowsMounter) FindDevice(ctx context.Context, volumeID, _ string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.wait)
 	defer cancel()
+	// listErr is why the last poll could not list the disks: csi-proxy fails
+	// the whole list while any one disk cannot be opened (one arriving or
+	// leaving), which is waited out like a disk that has not arrived.
+	var listErr error
 	for poll := 0; ; poll++ {
 		disks, err := m.disksOf(ctx, volumeID)
+		listErr = nil
 		switch {
+		case err != nil && ctx.Err() == nil:
+			listErr = err
+			klog.V(2).InfoS("The host cannot list its disks; waiting", "volumeID", volumeID, "err", err)
 		case err != nil:
-			return "", err
 		case len(disks) == 1:
 			klog.V(4).InfoS("Found the disk of the volume", "volumeID", volumeID, "disk", disks[0])
 			return diskPath(disks[0]), nil
@@ -69,6 +76,10 @@ func (m *windowsMounter) FindDevice(ctx context.Context, volumeID, _ string) (st
 		}
 		select {
 		case <-ctx.Done():
+			if listErr != nil {
+				return "", fmt.Errorf("%w: the disks could not be listed for %s (csi-proxy fails the whole list while any one disk cannot be opened): %v",
+					ErrHostUnavailable, m.wait, listErr)
+			}
 			return "", fmt.Errorf("%w: no disk has the serial number of %s", ErrDeviceNotFound, volumeID)
 		case <-time.After(findDiskPoll):
 		}
@@ -110,7 +121,7 @@ func (m *windowsMounter) VerifyDevice(volumeID, devicePath string) error {
 func (m *windowsMounter) verifyDisk(ctx context.Context, volumeID string, n uint32) error {
 	ids, err := m.host.ListDiskIDs(ctx)
 	if err != nil {
-		return fmt.Errorf("list disks: %w", err)
+		return fmt.Errorf("%w: list disks: %v", ErrHostUnavailable, err)
 	}
 	id, ok := ids[n]
 	if !ok || !serialIsVolume(id.SerialNumber, volumeID) {

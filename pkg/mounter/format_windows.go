@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -68,9 +69,23 @@ func (m *windowsMounter) FormatAndMount(volumeID, device, target, fsType string,
 		return err
 	}
 	if err := m.host.MountVolume(ctx, volume, path); err != nil {
+		// csi-proxy up to v1.2 refuses to mount a volume where it is mounted
+		// already (Add-PartitionAccessPath). A stage after a forced
+		// re-attach asks that: the mount point stayed while the disk was
+		// gone, and reads as none until the disk is back online.
+		if at, aerr := m.host.VolumeAt(ctx, path); aerr == nil && sameVolume(at, volume) {
+			klog.V(2).InfoS("The volume is mounted at the staging path already", "volumeID", volumeID, "volume", volume, "path", path)
+			return nil
+		}
 		return fmt.Errorf("mount volume %s of disk %d at %s: %w", volume, n, path, err)
 	}
 	return nil
+}
+
+// sameVolume reports whether two Windows volume IDs name one volume:
+// csi-proxy's calls spell them with or without the trailing backslash.
+func sameVolume(a, b string) bool {
+	return strings.EqualFold(strings.TrimSuffix(a, `\`), strings.TrimSuffix(b, `\`))
 }
 
 // ntfsVolume returns the volume of disk n that holds a filesystem,

@@ -235,7 +235,19 @@ var (
 	// ErrUnsupported means this operating system cannot do what was asked
 	// (the node service's Platform checks keep requests from getting here).
 	ErrUnsupported = errors.New("not supported on this operating system")
+	// ErrHostUnavailable means the host cannot say now what the request
+	// needs (csi-proxy lists no disk while one cannot be opened); nothing
+	// was changed, and a retry may succeed.
+	ErrHostUnavailable = errors.New("the host cannot answer now")
 )
+
+// HostChecker is a Mounter whose host side can stop answering while the
+// plugin runs (a Windows node's csi-proxy); the node service's health
+// probe asks it.
+type HostChecker interface {
+	// CheckHost reports whether the host answers.
+	CheckHost(ctx context.Context) error
+}
 
 // Options configure the mounter.
 type Options struct {

@@ -52,6 +52,9 @@ func New(o Options) (Mounter, error) {
 
 func (m *windowsMounter) Platform() Platform { return WindowsPlatform }
 
+// CheckHost reports whether csi-proxy answers (HostChecker).
+func (m *windowsMounter) CheckHost(ctx context.Context) error { return m.host.Check(ctx) }
+
 // call is the context of one operation on the host.
 func (m *windowsMounter) call() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), callTimeout)

@@ -293,3 +293,72 @@ func (t *twinHost) ListDiskIDs(ctx context.Context) (map[uint32]csiproxy.DiskIDs
 	}
 	return ids, err
 }
+
+// TestFindDeviceWhileADiskCannotBeOpened checks that the host's list of
+// disks failing as a whole (one other disk cannot be opened) is waited
+// out, and that a list that keeps failing ends in ErrHostUnavailable, not
+// in "no such device", with nothing touched.
+func TestFindDeviceWhileADiskCannotBeOpened(t *testing.T) {
+	ctx := context.Background()
+	m, h, src := newWindows(t)
+	src.Attach(winhost.Attached{VolumeID: otherID, SizeBytes: gib})
+	src.Attach(winhost.Attached{VolumeID: volID, SizeBytes: gib})
+	h.SetUnopenable(otherID, true)
+	time.AfterFunc(time.Second, func() { h.SetUnopenable(otherID, false) })
+	device, err := m.FindDevice(ctx, volID, "")
+	must(t, err)
+	must(t, m.VerifyDevice(volID, device))
+
+	h.SetUnopenable(otherID, true)
+	if _, err := m.FindDevice(ctx, volID, ""); !errors.Is(err, ErrHostUnavailable) {
+		t.Fatalf("FindDevice while a disk cannot be opened = %v, want ErrHostUnavailable", err)
+	}
+	if err := m.VerifyDevice(volID, device); !errors.Is(err, ErrHostUnavailable) {
+		t.Fatalf("VerifyDevice while a disk cannot be opened = %v, want ErrHostUnavailable", err)
+	}
+	if d := view(t, h, volID); d.Online || d.Style != winhost.StyleRaw {
+		t.Fatalf("the disk was touched: %+v", d.Disk)
+	}
+}
+
+// TestMountWhereMountedByAccessPath checks staging again over a mount
+// point the volume still has (a forced re-attach) when csi-proxy is older
+// than v1.3 and refuses to add an access path twice: the volume is taken
+// as mounted; another volume's mount point is still refused.
+func TestMountWhereMountedByAccessPath(t *testing.T) {
+	src := &winhost.StaticSource{}
+	src.Attach(winhost.Attached{VolumeID: bootID, SizeBytes: 30 * gib, Boot: true})
+	src.Attach(winhost.Attached{VolumeID: volID, SizeBytes: gib})
+	src.Attach(winhost.Attached{VolumeID: otherID, SizeBytes: gib})
+	h, err := winhost.New(winhost.Config{Source: src, Root: testutil.TempDir(t), MountByAccessPath: true})
+	must(t, err)
+	host, err := csiproxy.NewLibrary(context.Background(), h.HostAPIs())
+	must(t, err)
+	mm, err := New(Options{CSIProxy: host, DeviceWait: 3 * time.Second, StateDir: stateDir})
+	must(t, err)
+	m := mm.(*windowsMounter)
+	ctx := context.Background()
+	device, err := m.FindDevice(ctx, volID, "")
+	must(t, err)
+	must(t, m.MakeDir(stageDir))
+	must(t, m.FormatAndMount(volID, device, stageDir, "ntfs", nil, nil))
+	// The volume goes offline with its mount point kept, and comes back.
+	n, err := diskNumber(device)
+	must(t, err)
+	must(t, h.SetDiskState(n, false))
+	if mounted, err := m.IsMountPoint(stageDir); err != nil || mounted {
+		t.Fatalf("the mount point of an offline volume reads as mounted=%v (%v), want not", mounted, err)
+	}
+	must(t, m.FormatAndMount(volID, device, stageDir, "ntfs", nil, nil))
+	if got, err := m.MountedDevice(stageDir); err != nil || got != device {
+		t.Fatalf("MountedDevice(staging) = %q, %v; want %s", got, err, device)
+	}
+	if f := formats(t, h, volID); f != 1 {
+		t.Fatalf("formatted %d times, want once", f)
+	}
+	other, err := m.FindDevice(ctx, otherID, "")
+	must(t, err)
+	if err := m.FormatAndMount(otherID, other, stageDir, "ntfs", nil, nil); err == nil {
+		t.Fatal("another volume was mounted over the staging path")
+	}
+}

@@ -170,3 +170,6 @@ func (s *stepHost) IsSymlink(ctx context.Context, path string) (symlink bool, er
 }
 
 func (s *stepHost) Close() error { return nil }
+
+// Check is not a step: it changes nothing on the host.
+func (s *stepHost) Check(ctx context.Context) error { return s.host.Check(ctx) }

@@ -131,8 +131,9 @@ func TestScenarioHostProcess(t *testing.T) {
 			must(t, err)
 			return disks
 		},
-		setDisk: func(t *testing.T, d winhost.Disk) { must(t, host.SetDisk(d)) },
-		mkdir:   func(t *testing.T, path string) { must(t, os.MkdirAll(n.local(path), 0o755)) },
+		setDisk:       func(t *testing.T, d winhost.Disk) { must(t, host.SetDisk(d)) },
+		setUnopenable: func(volumeID string, on bool) error { host.SetUnopenable(volumeID, on); return nil },
+		mkdir:         func(t *testing.T, path string) { must(t, os.MkdirAll(n.local(path), 0o755)) },
 		exists: func(t *testing.T, path string) bool {
 			_, err := os.Lstat(n.local(path))
 			return err == nil

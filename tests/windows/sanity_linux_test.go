@@ -21,6 +21,7 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/diskplane/diskplane/pkg/driver"
+	"github.com/diskplane/diskplane/pkg/emulator/csiproxyapi"
 	"github.com/diskplane/diskplane/pkg/filetree"
 	"github.com/diskplane/diskplane/pkg/testutil"
 	"github.com/diskplane/diskplane/tests/sanity/ec2ids"
@@ -53,7 +54,14 @@ const noVolumeHealth = "Diskplane does not offer the volume health RPCs (GET_VOL
 func TestSanity(t *testing.T) {
 	testutil.RequireWine(t, winePrefix)
 	env, ctrl := startCloud(t)
-	n := startWindowsNode(t, env)
+	// Ginkgo runs once per process: the Makefile runs this test again for
+	// the oldest csi-proxy release Diskplane supports.
+	version := os.Getenv("DISKPLANE_CSI_PROXY_VERSION")
+	if version == "" {
+		version = csiproxyapi.DefaultRelease.Version
+	}
+	t.Logf("csi-proxy emulated as %s", version)
+	n := startWindowsNode(t, env, version)
 
 	// One socket serves the controller and forwards node calls to
 	// diskplane.exe (see nodeForwarder).

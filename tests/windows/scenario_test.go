@@ -32,6 +32,9 @@ type cluster struct {
 	disks func(t *testing.T) []winhost.DiskView
 	// setDisk lays a disk out as another system left it.
 	setDisk func(t *testing.T, d winhost.Disk)
+	// setUnopenable makes a volume's disk one Windows lists but cannot
+	// open, or an ordinary one again.
+	setUnopenable func(volumeID string, unopenable bool) error
 	// mkdir creates a directory on the Windows host, as the kubelet does;
 	// exists reports whether a path is there.
 	mkdir  func(t *testing.T, path string)
@@ -56,11 +59,13 @@ func mountCapability() *csi.VolumeCapability {
 
 // runScenario is a volume's life on a Windows node: attach, stage
 // (partition and NTFS format), publish, the plugin restarted, stage and
-// publish again (nothing formatted again), grow, unpublish, unstage (the
-// disk offline), detach, attach and stage again (the filesystem mounted as
-// it is), detach. Another volume's disk is attached throughout and never
-// touched, and a disk another system partitioned is refused and left as it
-// was.
+// publish again (nothing formatted again), a forced detach and attach while
+// staged and a stage again (csi-proxy before v1.3 refuses to mount a volume
+// at its own mount point), grow, unpublish, unstage (the disk offline),
+// detach, attach and stage again (the filesystem mounted as it is, while
+// another disk cannot be opened for a while), detach. Another volume's
+// disk is attached throughout and never touched, and a disk another system
+// partitioned is refused and left as it was.
 func runScenario(t *testing.T, c *cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -123,6 +128,21 @@ func runScenario(t *testing.T, c *cluster) {
 		t.Fatalf("the volume was formatted %d times, want once", f)
 	}
 
+	// The volume is detached while staged (a forced detach after the node
+	// was lost) and attached again. Its disk comes back offline; the
+	// staging mount point stayed and reads as none until the disk is
+	// online. The kubelet stages and publishes again: the volume is mounted
+	// where it was, nothing is formatted.
+	detach(ctx, t, c, a, nodeID)
+	attach(ctx, t, c, a, nodeID)
+	_, err = c.node().NodeStageVolume(ctx, stage)
+	must(t, err)
+	_, err = c.node().NodePublishVolume(ctx, publish)
+	must(t, err)
+	if da := diskOf(t, c, a); !da.Online || ntfsVolume(t, da).Formats != 1 || !slices.Contains(da.MountPoints[ntfsVolume(t, da).ID], strings.ToLower(stagingA)) {
+		t.Fatalf("staged again after a forced re-attach: %+v mounted at %v; want online, formatted once, mounted at the staging path", da.Disk, da.MountPoints)
+	}
+
 	// Grow the volume to 3 GiB: EC2, then the partition and NTFS.
 	_, err = c.controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: a,
 		CapacityRange: &csi.CapacityRange{RequiredBytes: 3 * gib}, VolumeCapability: mountCapability()})
@@ -172,10 +192,16 @@ func runScenario(t *testing.T, c *cluster) {
 	// Detached and attached again (the pod moved away and back), the volume
 	// is staged with its filesystem as it is: brought online, mounted, not
 	// formatted.
+	// Meanwhile the other volume's disk cannot be opened for a moment, so
+	// the host lists no disk at all: the stage waits it out.
 	detach(ctx, t, c, a, nodeID)
 	attach(ctx, t, c, a, nodeID)
+	must(t, c.setUnopenable(b, true))
+	reopened := make(chan error, 1)
+	time.AfterFunc(2*time.Second, func() { reopened <- c.setUnopenable(b, false) })
 	_, err = c.node().NodeStageVolume(ctx, stage)
 	must(t, err)
+	must(t, <-reopened)
 	if da := diskOf(t, c, a); !da.Online || ntfsVolume(t, da).Formats != 1 || len(da.MountPoints) != 1 {
 		t.Fatalf("staged again after a detach: %+v mounted at %v; want online, formatted once, mounted", da.Disk, da.MountPoints)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,8 +18,11 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
+	"github.com/diskplane/diskplane/pkg/csiproxy"
 	"github.com/diskplane/diskplane/pkg/emulator/csiproxyapi"
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
 	"github.com/diskplane/diskplane/pkg/emulator/winhost"
@@ -134,15 +138,28 @@ func localPath(windowsPath string) string {
 // diskplane.exe --mode=node, both under Wine, over one EC2 emulator.
 type windowsNode struct {
 	env        *emulatortest.Env
+	proxyArgs  []string
 	proxyAdmin string
+	proxy      *windowsProcess
 	endpoint   string
+	health     string
 	plugin     *windowsProcess
 	conn       *grpc.ClientConn
 }
 
-// startWindowsNode starts the csi-proxy emulator for env's local instance
-// and the node plugin, and waits until the plugin answers.
-func startWindowsNode(t *testing.T, env *emulatortest.Env) *windowsNode {
+// startWindowsNode starts the csi-proxy emulator for env's local instance,
+// answering as the csi-proxy release version, and the node plugin, and
+// waits until the plugin answers.
+func startWindowsNode(t *testing.T, env *emulatortest.Env, version string) *windowsNode {
+	t.Helper()
+	n := startCSIProxy(t, env, version)
+	n.startPlugin(t)
+	return n
+}
+
+// startCSIProxy starts the csi-proxy emulator for env's local instance,
+// answering as the csi-proxy release version, and waits until it serves.
+func startCSIProxy(t *testing.T, env *emulatortest.Env, version string) *windowsNode {
 	t.Helper()
 	testutil.RequireWine(t, winePrefix)
 	kubelet := localPath(csiproxyapi.DefaultWorkingDir)
@@ -156,8 +173,17 @@ func startWindowsNode(t *testing.T, env *emulatortest.Env) *windowsNode {
 	})
 	n := &windowsNode{env: env, proxyAdmin: freeAddress(t)}
 	data := testutil.TempDir(t)
-	startWindows(t, "csi-proxy-emulator.exe", []string{"--ec2-admin=" + env.AdminURL, "--data-dir=Z:" + strings.ReplaceAll(data, "/", `\`),
-		"--admin-listen=" + n.proxyAdmin, "-v=2"}, nil)
+	n.proxyArgs = []string{"--ec2-admin=" + env.AdminURL, "--data-dir=Z:" + strings.ReplaceAll(data, "/", `\`),
+		"--admin-listen=" + n.proxyAdmin, "--csi-proxy-version=" + version, "-v=2"}
+	n.restartCSIProxy(t)
+	return n
+}
+
+// restartCSIProxy starts the csi-proxy emulator (again: it keeps the
+// host's state in its data directory) and waits until it serves.
+func (n *windowsNode) restartCSIProxy(t *testing.T) {
+	t.Helper()
+	n.proxy = startWindows(t, "csi-proxy-emulator.exe", n.proxyArgs, nil)
 	waitFor(t, "the csi-proxy emulator", func() error {
 		resp, err := http.Get("http://" + n.proxyAdmin + csiproxyapi.PathHealth)
 		if err == nil {
@@ -165,17 +191,15 @@ func startWindowsNode(t *testing.T, env *emulatortest.Env) *windowsNode {
 		}
 		return err
 	})
-	n.startPlugin(t)
-	return n
 }
 
-// startPlugin starts diskplane.exe --mode=node on a fresh port and waits
-// until it answers NodeGetInfo.
+// startPlugin starts diskplane.exe --mode=node on a fresh port (its
+// /healthz on another) and waits until it answers NodeGetInfo.
 func (n *windowsNode) startPlugin(t *testing.T) {
 	t.Helper()
-	n.endpoint = freeAddress(t)
+	n.endpoint, n.health = freeAddress(t), freeAddress(t)
 	n.plugin = startWindows(t, "diskplane.exe", []string{"--mode=node", "--endpoint=tcp://" + n.endpoint,
-		"--metadata-sources=imds", "--csi-proxy-wait=20s", "-v=4"},
+		"--http-endpoint=" + n.health, "--metadata-sources=imds", "--csi-proxy-wait=20s", "-v=4"},
 		[]string{"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + n.env.IMDSURL})
 	conn, err := grpc.NewClient(n.endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -200,18 +224,10 @@ func (n *windowsNode) cluster(ctrl csi.ControllerServer) *cluster {
 			n.plugin.kill()
 			n.startPlugin(t)
 		},
-		disks: n.disks,
-		setDisk: func(t *testing.T, d winhost.Disk) {
-			body, _ := json.Marshal(d)
-			req, _ := http.NewRequest(http.MethodPut, "http://"+n.proxyAdmin+csiproxyapi.PathDisks, bytes.NewReader(body))
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusNoContent {
-				t.Fatalf("PUT %s: %s", csiproxyapi.PathDisks, resp.Status)
-			}
+		disks:   n.disks,
+		setDisk: func(t *testing.T, d winhost.Disk) { must(t, n.admin(http.MethodPut, csiproxyapi.PathDisks, d)) },
+		setUnopenable: func(volumeID string, on bool) error {
+			return n.admin(http.MethodPost, csiproxyapi.PathFaults, csiproxyapi.Faults{Unopenable: map[string]bool{volumeID: on}})
 		},
 		mkdir: func(t *testing.T, path string) {
 			if err := os.MkdirAll(localPath(path), 0o755); err != nil {
@@ -223,6 +239,28 @@ func (n *windowsNode) cluster(ctrl csi.ControllerServer) *cluster {
 			return err == nil
 		},
 	}
+}
+
+// admin sends body to the csi-proxy emulator's admin API, which answers
+// No Content.
+func (n *windowsNode) admin(method, path string, body any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequest(method, "http://"+n.proxyAdmin+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	return nil
 }
 
 // disks asks the csi-proxy emulator what the host holds.
@@ -258,35 +296,110 @@ func waitFor(t *testing.T, what string, check func() error) {
 }
 
 // TestScenarioOverPipes runs the scenario against the real diskplane.exe,
-// which reaches the (emulated) host through csi-proxy's named pipes.
+// which reaches the (emulated) host through csi-proxy's named pipes, with
+// csi-proxy answering as the oldest release Diskplane supports and as the
+// newest: they differ in how MountVolume takes a path that is the volume's
+// mount point already.
 func TestScenarioOverPipes(t *testing.T) {
 	testutil.RequireWine(t, winePrefix)
-	env, ctrl := startCloud(t)
-	n := startWindowsNode(t, env)
-	runScenario(t, n.cluster(ctrl))
+	for _, version := range []string{csiproxy.MinVersion, csiproxyapi.DefaultRelease.Version} {
+		t.Run("csi-proxy "+version, func(t *testing.T) {
+			env, ctrl := startCloud(t)
+			n := startWindowsNode(t, env, version)
+			runScenario(t, n.cluster(ctrl))
+		})
+	}
 }
 
 // TestRefusesToStartWithoutCSIProxy checks the start-up check: with no
-// csi-proxy on the node, the plugin exits with an error that names what is
-// missing.
+// csi-proxy on the node, or one older than v1.1.0, the plugin exits with an
+// error that names what is missing and the release it needs.
 func TestRefusesToStartWithoutCSIProxy(t *testing.T) {
 	testutil.RequireWine(t, winePrefix)
-	p := startWindows(t, "diskplane.exe", []string{"--mode=node", "--endpoint=tcp://" + freeAddress(t), "--csi-proxy-wait=2s"}, nil)
+	for _, tc := range []struct {
+		name, version string
+		want          []string
+	}{
+		{name: "no csi-proxy", want: []string{"csi-proxy-disk-v1"}},
+		{name: "csi-proxy v1.0.2", version: "v1.0.2", want: []string{"older than v1.1.0", "csi-proxy-volume-v2alpha1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.version != "" {
+				env, _ := startCloud(t)
+				startCSIProxy(t, env, tc.version)
+			}
+			p := startWindows(t, "diskplane.exe", []string{"--mode=node", "--endpoint=tcp://" + freeAddress(t), "--csi-proxy-wait=2s"}, nil)
+			select {
+			case <-p.exited:
+				if exit, ok := p.err.(*exec.ExitError); !ok || exit.ExitCode() != 1 {
+					t.Fatalf("the plugin ended with %v, want exit code 1", p.err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the plugin did not stop")
+			}
+			log, err := os.ReadFile(p.log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range append(tc.want, "csi-proxy does not serve what Diskplane needs", "csi-proxy "+csiproxy.MinVersion+" or later") {
+				if !strings.Contains(string(log), want) {
+					t.Errorf("the plugin's log does not say %q:\n%s", want, tail(string(log), 20))
+				}
+			}
+		})
+	}
+}
+
+// TestHealthzFollowsCSIProxy checks the plugin's /healthz: it fails while
+// csi-proxy is gone and passes again once csi-proxy is back, with the same
+// plugin process throughout, which then serves volumes again.
+func TestHealthzFollowsCSIProxy(t *testing.T) {
+	testutil.RequireWine(t, winePrefix)
+	env, _ := startCloud(t)
+	n := startWindowsNode(t, env, csiproxyapi.DefaultRelease.Version)
+	healthz := func() (int, string) {
+		client := http.Client{Timeout: 10 * time.Second}
+		resp, err := client.Get("http://" + n.health + "/healthz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(body))
+	}
+	waitHealth := func(want int) string {
+		t.Helper()
+		var code int
+		var body string
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+			if code, body = healthz(); code == want {
+				return body
+			}
+		}
+		t.Fatalf("/healthz answers %d %q, want %d", code, body, want)
+		return ""
+	}
+	waitHealth(http.StatusOK)
+	n.proxy.kill()
+	start := time.Now()
+	body := waitHealth(http.StatusInternalServerError)
+	if !strings.Contains(body, "does not answer") {
+		t.Errorf("/healthz with csi-proxy gone says %q, want that it does not answer", body)
+	}
+	t.Logf("/healthz failed %.1f s after csi-proxy was killed: %s", time.Since(start).Seconds(), body)
+	n.restartCSIProxy(t)
+	start = time.Now()
+	waitHealth(http.StatusOK)
+	t.Logf("/healthz passed again %.1f s after csi-proxy was back", time.Since(start).Seconds())
 	select {
-	case <-p.exited:
-		if exit, ok := p.err.(*exec.ExitError); !ok || exit.ExitCode() != 1 {
-			t.Fatalf("the plugin ended with %v, want exit code 1", p.err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("the plugin did not stop without csi-proxy")
+	case <-n.plugin.exited:
+		t.Fatalf("the plugin exited: %v", n.plugin.err)
+	default:
 	}
-	log, err := os.ReadFile(p.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"csi-proxy does not serve what Diskplane needs", "csi-proxy-disk-v1", "csi-proxy v1.0.0 or later"} {
-		if !strings.Contains(string(log), want) {
-			t.Errorf("the plugin's log does not say %q:\n%s", want, tail(string(log), 20))
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := csi.NewNodeClient(n.conn).NodeGetVolumeStats(ctx, &csi.NodeGetVolumeStatsRequest{VolumeId: "vol-0123456789abcdef0",
+		VolumePath: `c:\var\lib\kubelet\pods\none\volumes\kubernetes.io~csi\pvc-x\mount`}); status.Code(err) != codes.NotFound {
+		t.Errorf("NodeGetVolumeStats of a path that is not there after csi-proxy came back = %v, want NotFound", err)
 	}
 }

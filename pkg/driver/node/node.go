@@ -185,6 +185,16 @@ var nodeCapabilities = []csi.NodeServiceCapability_RPC_Type{
 	csi.NodeServiceCapability_RPC_GET_VOLUME_STATS,
 }
 
+// Probe reports whether the node can serve: on a node whose host side can
+// stop answering (csi-proxy on Windows), whether it answers now. The
+// Identity service's Probe, and so /healthz, ask it.
+func (s *Service) Probe(ctx context.Context) error {
+	if c, ok := s.os.(mounter.HostChecker); ok {
+		return c.CheckHost(ctx)
+	}
+	return nil
+}
+
 // NodeGetCapabilities lists the optional node RPCs this service implements.
 // SINGLE_NODE_MULTI_WRITER (the single- and multi-writer access modes) is
 // offered only where the OS can list a volume's publications: without it,

@@ -207,6 +207,8 @@ func osError(ctx context.Context, doing string, err error) error {
 		return status.Error(codes.NotFound, msg)
 	case errors.Is(err, mounter.ErrWrongDevice), errors.Is(err, mounter.ErrFilesystemMismatch):
 		return status.Error(codes.FailedPrecondition, msg)
+	case errors.Is(err, mounter.ErrHostUnavailable):
+		return status.Error(codes.Unavailable, msg)
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	default:

@@ -18,7 +18,7 @@ const (
 	PathDisks = "/disks"
 	// PathFaults: POST arms misbehaviours of the host (a Faults): a call
 	// that fails once, or times out after the host did the work; the
-	// volumes of new partitions arriving late.
+	// volumes of new partitions arriving late; disks that cannot be opened.
 	PathFaults = "/faults"
 	// PathHealth answers ok.
 	PathHealth = "/healthz"
@@ -32,6 +32,11 @@ type Faults struct {
 	// the volume of each new partition is missing from
 	// (winhost.Host.DelayNewVolumes).
 	DelayNewVolumes *int `json:"delayNewVolumes,omitempty"`
+	// Unopenable makes the disk of each volume ID listed one that Windows
+	// lists but cannot open (true), or an ordinary one again (false):
+	// while one is attached, listing the disks fails as a whole
+	// (winhost.Host.SetUnopenable).
+	Unopenable map[string]bool `json:"unopenable,omitempty"`
 }
 
 // AdminHandler serves the emulator's view of the host over HTTP, for tests
@@ -86,6 +91,9 @@ func AdminHandler(host *winhost.Host) http.Handler {
 		}
 		if f.DelayNewVolumes != nil {
 			host.DelayNewVolumes(*f.DelayNewVolumes)
+		}
+		for volumeID, on := range f.Unopenable {
+			host.SetUnopenable(volumeID, on)
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})

@@ -22,16 +22,23 @@ type Options struct {
 	PipePrefix string
 	// WorkingDirs are the directories the filesystem API may touch.
 	WorkingDirs []string
+	// Release is the csi-proxy release whose API group versions are
+	// served; the zero value means DefaultRelease.
+	Release Release
 }
 
-// Serve serves the disk, volume and filesystem v1 API groups over host on
-// their named pipes until ctx ends. ready, if not nil, is called once every
-// pipe accepts clients.
+// Serve serves the API groups of opts.Release over host on their named
+// pipes until ctx ends. ready, if not nil, is called once every pipe
+// accepts clients.
 func Serve(ctx context.Context, host *winhost.Host, opts Options, ready func()) error {
-	servers := Groups(host, opts.WorkingDirs)
-	listeners := map[string]net.Listener{}
-	for group := range servers {
-		path := csiproxy.PipePath(opts.PipePrefix, group)
+	release := opts.Release
+	if release.Version == "" {
+		release = DefaultRelease
+	}
+	servers := Groups(host, release, opts.WorkingDirs)
+	listeners := map[API]net.Listener{}
+	for api := range servers {
+		path := csiproxy.PipePath(opts.PipePrefix, api.Group, api.Version)
 		l, err := listen(path)
 		if err != nil {
 			for _, o := range listeners {
@@ -39,16 +46,16 @@ func Serve(ctx context.Context, host *winhost.Host, opts Options, ready func()) 
 			}
 			return fmt.Errorf("listen on %s: %w", path, err)
 		}
-		listeners[group] = l
+		listeners[api] = l
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(servers))
-	for group, s := range servers {
-		l := listeners[group]
+	for api, s := range servers {
+		l := listeners[api]
 		wg.Go(func() {
-			klog.V(2).InfoS("Serving csi-proxy API group", "group", group, "version", "v1", "pipe", l.Addr())
+			klog.V(2).InfoS("Serving csi-proxy API group", "group", api.Group, "version", api.Version, "pipe", l.Addr())
 			if err := s.Serve(l); err != nil {
-				errs <- fmt.Errorf("serve %s: %w", group, err)
+				errs <- fmt.Errorf("serve %s %s: %w", api.Group, api.Version, err)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 // Package csiproxyapi serves the csi-proxy API groups a node plugin uses
 // (disk, volume and filesystem, version v1, as csi-proxy v1.3.0 defines and
-// answers them) over an emulated Windows host (pkg/emulator/winhost), so the
+// answers them, or as an older Release) over an emulated Windows host
+// (pkg/emulator/winhost), so the
 // real Windows build of Diskplane's node plugin can run against it under
 // Wine. On Windows it listens on csi-proxy's own pipe names
 // (\\.\pipe\csi-proxy-<group>-v1); the servers themselves are plain gRPC
@@ -21,6 +22,7 @@ import (
 	diskv1 "github.com/kubernetes-csi/csi-proxy/client/api/disk/v1"
 	fsv1 "github.com/kubernetes-csi/csi-proxy/client/api/filesystem/v1"
 	volumev1 "github.com/kubernetes-csi/csi-proxy/client/api/volume/v1"
+	volumev2alpha1 "github.com/kubernetes-csi/csi-proxy/client/api/volume/v2alpha1"
 	"google.golang.org/grpc"
 	"k8s.io/klog/v2"
 
@@ -41,11 +43,19 @@ const (
 	GroupFilesystem = "filesystem"
 )
 
-// Groups returns a gRPC server per API group over host, keyed by group
-// name: csi-proxy serves each group on a pipe of its own. workingDirs are
-// the directories the filesystem API may touch; none means
-// DefaultWorkingDir.
-func Groups(host *winhost.Host, workingDirs []string) map[string]*grpc.Server {
+// API is an API group at a version: csi-proxy serves each on a pipe of its
+// own.
+type API struct {
+	Group, Version string
+}
+
+// Groups returns a gRPC server per API group version that release serves
+// over host: disk, volume and filesystem at v1, and volume at v2alpha1
+// from v1.1.0 (only GetClosestVolumeIDFromTargetPath: no plugin asks it for
+// more). workingDirs are the directories the filesystem API may touch; none
+// means DefaultWorkingDir. The host's own behaviour for the release
+// (winhost.Config.MountByAccessPath) is the caller's to set.
+func Groups(host *winhost.Host, release Release, workingDirs []string) map[API]*grpc.Server {
 	if len(workingDirs) == 0 {
 		workingDirs = []string{DefaultWorkingDir}
 	}
@@ -53,10 +63,18 @@ func Groups(host *winhost.Host, workingDirs []string) map[string]*grpc.Server {
 	// never speaks on that connection (nor closes it); with gRPC's default
 	// handshake timeout (120 s) each such connection would hold up Stop.
 	opt := grpc.ConnectionTimeout(handshakeTimeout)
-	servers := map[string]*grpc.Server{GroupDisk: grpc.NewServer(opt), GroupVolume: grpc.NewServer(opt), GroupFilesystem: grpc.NewServer(opt)}
-	diskv1.RegisterDiskServer(servers[GroupDisk], &diskServer{host: host})
-	volumev1.RegisterVolumeServer(servers[GroupVolume], &volumeServer{host: host})
-	fsv1.RegisterFilesystemServer(servers[GroupFilesystem], &filesystemServer{host: host, workingDirs: workingDirs})
+	servers := map[API]*grpc.Server{}
+	add := func(group, version string) *grpc.Server {
+		s := grpc.NewServer(opt)
+		servers[API{group, version}] = s
+		return s
+	}
+	diskv1.RegisterDiskServer(add(GroupDisk, "v1"), &diskServer{host: host})
+	volumev1.RegisterVolumeServer(add(GroupVolume, "v1"), &volumeServer{host: host})
+	fsv1.RegisterFilesystemServer(add(GroupFilesystem, "v1"), &filesystemServer{host: host, workingDirs: workingDirs})
+	if release.VolumeV2Alpha1 {
+		volumev2alpha1.RegisterVolumeServer(add(GroupVolume, "v2alpha1"), &volumeV2Alpha1Server{host: host})
+	}
 	return servers
 }
 
@@ -304,4 +322,19 @@ func (s *filesystemServer) IsSymlink(_ context.Context, req *fsv1.IsSymlinkReque
 		return nil, err
 	}
 	return &fsv1.IsSymlinkResponse{IsSymlink: is}, nil
+}
+
+// volumeV2Alpha1Server is the volume API group at v2alpha1, as far as a
+// plugin asks it: whether it is there.
+type volumeV2Alpha1Server struct {
+	volumev2alpha1.UnimplementedVolumeServer
+	host *winhost.Host
+}
+
+func (s *volumeV2Alpha1Server) GetClosestVolumeIDFromTargetPath(_ context.Context, req *volumev2alpha1.GetClosestVolumeIDFromTargetPathRequest) (*volumev2alpha1.GetClosestVolumeIDFromTargetPathResponse, error) {
+	id, err := s.host.GetClosestVolumeIDFromTargetPath(req.GetTargetPath())
+	if err != nil {
+		return nil, err
+	}
+	return &volumev2alpha1.GetClosestVolumeIDFromTargetPathResponse{VolumeId: id}, nil
 }

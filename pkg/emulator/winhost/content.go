@@ -30,6 +30,9 @@ func (h *Host) ReadDisk(number uint32, offset int64, b []byte) error {
 		if err != nil {
 			return false, err
 		}
+		if h.unopenable[d.VolumeID] {
+			return false, fmt.Errorf("open %s%d: %w", physicalDrive, number, ErrDiskUnopenable)
+		}
 		if offset < 0 || offset+int64(len(b)) > d.Size {
 			return false, fmt.Errorf("read %d bytes at %d of disk %d: beyond its %d bytes", len(b), offset, number, d.Size)
 		}

@@ -150,16 +150,43 @@ func (d *Disk) normalPartitions() int {
 }
 
 // ListDiskIDs returns the serial number and page 0x83 ID of every attached
-// disk by disk number.
+// disk by disk number. Like csi-proxy (every release, and the v2 library),
+// it opens each disk to read its page 0x83 ID and fails as a whole when one
+// cannot be opened.
 func (h *Host) ListDiskIDs() (map[uint32]DiskIDs, error) {
 	out := map[uint32]DiskIDs{}
 	err := h.do("ListDiskIDs", func() (bool, error) {
 		for id, n := range h.st.Numbers {
+			if h.unopenable[id] {
+				clear(out)
+				return false, fmt.Errorf("open %s%d: %w", physicalDrive, n, ErrDiskUnopenable)
+			}
 			out[n] = DiskIDs{SerialNumber: serialNumber(id), Page83: page83(id)}
 		}
 		return false, nil
 	})
 	return out, err
+}
+
+// physicalDrive is the prefix of a disk's Win32 device path.
+const physicalDrive = `\\.\PhysicalDrive`
+
+// SetUnopenable makes the disk of a volume one that Windows lists but
+// cannot open (a disk arriving or leaving, or one whose driver failed), or
+// an ordinary one again: while it is attached, listing the disks fails as a
+// whole, and reading it fails.
+func (h *Host) SetUnopenable(volumeID string, unopenable bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.unopenable == nil {
+		h.unopenable = map[string]bool{}
+	}
+	if unopenable {
+		h.unopenable[volumeID] = true
+	} else {
+		delete(h.unopenable, volumeID)
+	}
+	klog.V(2).InfoS("Disk openability set", "volumeID", volumeID, "unopenable", unopenable)
 }
 
 // DiskIDs identify a disk.

@@ -4,7 +4,8 @@
 // instance), their partition style, partitions and volumes, NTFS formats,
 // volume mount points, symlinks, and online state. It answers the
 // operations csi-proxy's host APIs (v1 server and v2 library alike) are made
-// of, with the behaviour and the refusals of Windows and csi-proxy v1.3.0:
+// of, with the behaviour and the refusals of Windows and csi-proxy v1.3.0
+// (Config.MountByAccessPath: of the releases before it):
 // a new disk arrives offline and raw; a disk is initialized GPT with a
 // Microsoft reserved partition; a basic data partition gets a volume and
 // another partition type none; a volume mounts only on an empty directory;
@@ -65,6 +66,12 @@ type Config struct {
 	// letter): C:\var\lib is Root/var/lib. Empty means the real drives, on
 	// Windows or under Wine.
 	Root string
+	// MountByAccessPath makes MountVolume refuse a path that is a mount
+	// point of the same volume already, as csi-proxy up to v1.2 does: it
+	// runs Add-PartitionAccessPath, which will not add an access path the
+	// partition has. csi-proxy v1.3.0 and the v2 library call
+	// SetVolumeMountPoint and treat that as done.
+	MountByAccessPath bool
 }
 
 // sourceTimeout bounds one question to the Source.
@@ -82,6 +89,9 @@ type Host struct {
 	mu     sync.Mutex
 	st     *state
 	faults faults
+	// unopenable are the volumes whose disks Windows lists but cannot
+	// open (SetUnopenable).
+	unopenable map[string]bool
 }
 
 // New loads the host's saved state, if any, and returns it.
@@ -230,4 +240,10 @@ var (
 	ErrNoSuchVolume = errors.New("no such volume")
 	// ErrNotMountPoint: the path is not a volume mount point.
 	ErrNotMountPoint = errors.New("not a mounted folder")
+	// ErrAccessPathInUse: Add-PartitionAccessPath was asked for an access
+	// path the partition has already (MountByAccessPath).
+	ErrAccessPathInUse = errors.New("the access path is already in use")
+	// ErrDiskUnopenable: Windows lists the disk but cannot open it
+	// (SetUnopenable).
+	ErrDiskUnopenable = errors.New("the device is not ready")
 )

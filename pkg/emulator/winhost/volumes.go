@@ -66,7 +66,7 @@ func (h *Host) WriteVolumeCache(volumeID string) error {
 
 // MountVolume makes path a mount point of the volume, as
 // SetVolumeMountPoint does: path must be an empty directory, or a mount
-// point of this volume already.
+// point of this volume already (refused too with MountByAccessPath).
 func (h *Host) MountVolume(volumeID, path string) error {
 	return h.do("MountVolume", func() (bool, error) {
 		if _, _, _, err := h.volume(volumeID); err != nil {
@@ -74,6 +74,9 @@ func (h *Host) MountVolume(volumeID, path string) error {
 		}
 		key := canonical(path)
 		if current, ok := h.st.Mounts[key]; ok {
+			if current == volumeID && h.cfg.MountByAccessPath {
+				return false, fmt.Errorf("mount volume %s at %s: %w", volumeID, path, ErrAccessPathInUse)
+			}
 			if current == volumeID {
 				return false, nil
 			}
