@@ -7,6 +7,7 @@ package images
 
 import (
 	"bufio"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path"
@@ -22,18 +23,31 @@ const repoRoot = "../.."
 // builderDir is where the builder stages put the repository (WORKDIR).
 const builderDir = "/src"
 
+// buildVersion is the version the test's builds stamp in.
+const buildVersion = "v0.0.0-imagestest"
+
 // stage is one FROM … AS name of a Dockerfile, with what it does.
 type stage struct {
 	name       string
 	runs       []string
 	copies     map[string]string // destination in the image -> source in the builder
 	entrypoint string
+	entryJSON  []string          // the ENTRYPOINT's exec form
+	labels     map[string]string // as written, before ARG expansion
+	user       string
+	args       map[string]bool // the ARGs it declares
+	refs       []string        // the variables its instructions but RUN use
+	fromRefs   []string        // the variables its FROM line uses
+	globalArgs map[string]bool // the ARGs declared before the first FROM
 }
 
 var (
 	fromLine       = regexp.MustCompile(`^FROM\s+\S+(?:\s+\S+)*?\s+AS\s+(\S+)$`)
 	copyLine       = regexp.MustCompile(`^COPY\s+--from=builder\s+(\S+)\s+(\S+)$`)
 	entrypointLine = regexp.MustCompile(`^ENTRYPOINT\s+\["([^"]+)"`)
+	labelPair      = regexp.MustCompile(`(\S+?)="([^"]*)"`)
+	argLine        = regexp.MustCompile(`^ARG\s+([A-Za-z_][A-Za-z0-9_]*)`)
+	varUse         = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)`)
 )
 
 // parse reads the stages of a Dockerfile; continuation lines are joined.
@@ -46,6 +60,7 @@ func parse(t *testing.T, file string) []*stage {
 	defer f.Close()
 	var stages []*stage
 	var line string
+	globals := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		l := strings.TrimSpace(sc.Text())
@@ -62,13 +77,27 @@ func parse(t *testing.T, file string) []*stage {
 			if m := fromLine.FindStringSubmatch(l); m != nil {
 				name = m[1]
 			}
-			stages = append(stages, &stage{name: name, copies: map[string]string{}})
+			st := &stage{name: name, copies: map[string]string{}, labels: map[string]string{}, args: map[string]bool{}, globalArgs: globals}
+			for _, m := range varUse.FindAllStringSubmatch(l, -1) {
+				st.fromRefs = append(st.fromRefs, m[1])
+			}
+			stages = append(stages, st)
 			continue
 		}
 		if len(stages) == 0 {
+			if m := argLine.FindStringSubmatch(l); m != nil {
+				globals[m[1]] = true
+			}
 			continue
 		}
 		s := stages[len(stages)-1]
+		// A RUN line's variables are the shell's to expand (its own, or the
+		// ARGs as environment variables).
+		if !strings.HasPrefix(l, "RUN ") {
+			for _, m := range varUse.FindAllStringSubmatch(l, -1) {
+				s.refs = append(s.refs, m[1])
+			}
+		}
 		switch {
 		case strings.HasPrefix(l, "RUN "):
 			s.runs = append(s.runs, strings.TrimPrefix(l, "RUN "))
@@ -77,6 +106,17 @@ func parse(t *testing.T, file string) []*stage {
 			s.copies[m[2]] = m[1]
 		case entrypointLine.MatchString(l):
 			s.entrypoint = entrypointLine.FindStringSubmatch(l)[1]
+			if err := json.Unmarshal([]byte(strings.TrimSpace(strings.TrimPrefix(l, "ENTRYPOINT"))), &s.entryJSON); err != nil {
+				t.Fatalf("%s: %s: %v", file, l, err)
+			}
+		case strings.HasPrefix(l, "LABEL "):
+			for _, m := range labelPair.FindAllStringSubmatch(l, -1) {
+				s.labels[m[1]] = m[2]
+			}
+		case strings.HasPrefix(l, "USER "):
+			s.user = strings.TrimSpace(strings.TrimPrefix(l, "USER "))
+		case argLine.MatchString(l):
+			s.args[argLine.FindStringSubmatch(l)[1]] = true
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -116,7 +156,7 @@ func TestDockerfilesCopyWhatTheBuildMakes(t *testing.T) {
 			}
 			// What the target makes, in a private output directory.
 			out := t.TempDir()
-			build := exec.Command("make", tc.target, "OUTPUT="+out)
+			build := exec.Command("make", tc.target, "OUTPUT="+out, "VERSION="+buildVersion)
 			build.Dir = repoRoot
 			if b, err := build.CombinedOutput(); err != nil {
 				t.Fatalf("make %s: %v\n%s", tc.target, err, b)
@@ -145,6 +185,15 @@ func TestDockerfilesCopyWhatTheBuildMakes(t *testing.T) {
 					}
 					if path.Base(img.entrypoint) != path.Base(dest) {
 						t.Errorf("stage %q runs %q, not what it copied (%s)", name, img.entrypoint, dest)
+					}
+					if strings.HasSuffix(dest, ".exe") {
+						exe, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(rel)))
+						if err == nil {
+							err = checkWindowsBinary(exe, buildVersion)
+						}
+						if err != nil {
+							t.Errorf("stage %q copies %s: %v", name, src, err)
+						}
 					}
 				}
 			}
