@@ -142,7 +142,7 @@ clean:
 
 # --- Helm chart, kustomize base and images (charts/, deploy/, hack/chart, hack/image)
 
-.PHONY: helm kustomize verify-kustomize test-chart chart-package image push image-sidecars image-import
+.PHONY: helm kustomize verify-kustomize test-chart chart-package image image-windows push image-sidecars image-import
 
 ## helm: the pinned Helm (hack/tools/helm), built once into _output/tools/helm
 helm:
@@ -167,6 +167,11 @@ test-chart:
 ## image: the Linux image from the Dockerfile (buildah, local Debian bases), into _output/images/diskplane.tar
 image:
 	hack/image/build.sh
+
+## image-windows: the HostProcess Windows image (windows/amd64, no base image pulled) as an OCI archive in _output/images/windows,
+## and (as root) Dockerfile.windows's csi-proxy stage built with buildah on stand-in bases; both checked by tests/images
+image-windows:
+	hack/image/windows.sh
 
 ## push: build the image as IMAGE=<registry>/<name>:<tag> and push it there with buildah (root; log in with buildah login first)
 push:

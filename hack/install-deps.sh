@@ -8,7 +8,9 @@
 set -euo pipefail
 
 # buildah: the image scripts, and the test that pushes an image to a registry.
-packages=(e2fsprogs xfsprogs util-linux mount cryptsetup-bin kmod ca-certificates curl jq buildah)
+# libhivex-bin: hivexml, an independent reader of the registry hives the
+# Windows image carries (hack/image/winimage).
+packages=(e2fsprogs xfsprogs util-linux mount cryptsetup-bin kmod ca-certificates curl jq buildah libhivex-bin)
 case "${1:-}" in
   cluster) packages+=(containerd runc containernetworking-plugins iptables nftables conntrack etcd-server busybox-static openssl gcc libc6-dev) ;;
   windows) packages+=(wine wine64 gcc-mingw-w64-x86-64-win32) ;;
