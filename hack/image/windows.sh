@@ -80,6 +80,7 @@ if [[ $(id -u) -eq 0 ]]; then
     -v "$gomodcache:/go/pkg/mod" -v "$gocache:/root/.cache/go-build" \
     --build-arg BUILDER_IMAGE="$img_base_builder" --build-arg NANOSERVER_IMAGE="$nanoserver_standin" \
     --build-arg VERSION="$VERSION" --build-arg COMMIT="$COMMIT" -t "$check_image" "$img_repo" >/dev/null
+  mkdir -p "$(dirname "$nanoserver_check")"
   rm -f "$nanoserver_check"
   bah push --quiet --disable-compression "$check_image" "oci-archive:$nanoserver_check:$check_image" >/dev/null
   bah rmi "$check_image" >/dev/null
