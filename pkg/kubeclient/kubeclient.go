@@ -7,6 +7,9 @@ package kubeclient
 
 import (
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -16,11 +19,48 @@ import (
 // InCluster builds a client from the pod's service account token and the
 // API server's address in the pod's environment.
 func InCluster() (kubernetes.Interface, error) {
-	cfg, err := rest.InClusterConfig()
+	cfg, err := inClusterConfig()
 	if err != nil {
 		return nil, fmt.Errorf("no Kubernetes client: %w", err)
 	}
 	return fromConfig(cfg)
+}
+
+// serviceAccountDir is where the kubelet mounts a pod's service account,
+// below the container's root.
+var serviceAccountDir = filepath.Join("var", "run", "secrets", "kubernetes.io", "serviceaccount")
+
+// SandboxEnv names the directory of a Windows HostProcess container's
+// files and volume mounts, which containerd sets.
+const SandboxEnv = "CONTAINER_SANDBOX_MOUNT_POINT"
+
+// inClusterConfig is client-go's in-cluster configuration, which reads the
+// service account at its absolute path, or, in a Windows HostProcess
+// container where nothing is there, below the container's sandbox
+// (SandboxEnv): containerd before 1.7 mounts it only there, and client-go
+// does not look.
+func inClusterConfig() (*rest.Config, error) {
+	sandbox := os.Getenv(SandboxEnv)
+	if sandbox == "" {
+		return rest.InClusterConfig()
+	}
+	if _, err := os.Stat(filepath.Join(string(filepath.Separator), serviceAccountDir, "token")); err == nil {
+		return rest.InClusterConfig()
+	}
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, rest.ErrNotInCluster
+	}
+	dir := filepath.Join(sandbox, serviceAccountDir)
+	token := filepath.Join(dir, "token")
+	if _, err := os.Stat(token); err != nil {
+		return nil, fmt.Errorf("no service account token at the usual path or in the HostProcess sandbox: %w", err)
+	}
+	return &rest.Config{
+		Host:            "https://" + net.JoinHostPort(host, port),
+		TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(dir, "ca.crt")},
+		BearerTokenFile: token,
+	}, nil
 }
 
 // New builds a client from the kubeconfig file at path, for a plugin run

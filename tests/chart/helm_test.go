@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -358,8 +359,8 @@ func checkPluginFlags(t *testing.T, m *manifest) {
 				continue
 			}
 			cmd := c.Lifecycle.PreStop.Exec.Command
-			if len(cmd) < 2 || cmd[0] != "/bin/diskplane" || cmd[1] != "pre-stop" {
-				t.Errorf("%s %s preStop hook %q, want /bin/diskplane pre-stop (the image's binary)", o.GetKind(), o.GetName(), cmd)
+			if binary := imageBinary(spec); len(cmd) < 2 || cmd[0] != binary || cmd[1] != "pre-stop" {
+				t.Errorf("%s %s preStop hook %q, want %s pre-stop (the image's binary)", o.GetKind(), o.GetName(), cmd, binary)
 				continue
 			}
 			for _, a := range cmd[2:] {
@@ -369,4 +370,17 @@ func checkPluginFlags(t *testing.T, m *manifest) {
 			}
 		}
 	}
+}
+
+// imageBinary is where the plugin's image has its binary: the Linux image's
+// /bin/diskplane, the Windows image's C:\diskplane.exe, which a HostProcess
+// container finds among its files by name.
+func imageBinary(spec corev1.PodSpec) string {
+	switch {
+	case spec.NodeSelector[corev1.LabelOSStable] != "windows":
+		return "/bin/diskplane"
+	case spec.SecurityContext != nil && spec.SecurityContext.WindowsOptions != nil && ptr.Deref(spec.SecurityContext.WindowsOptions.HostProcess, false):
+		return "diskplane.exe"
+	}
+	return `C:\diskplane.exe`
 }

@@ -224,3 +224,27 @@ func TestWindowsNotes(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowsPreStop: the Windows DaemonSet has the node plugin's preStop
+// hook in both flavours, with the image's binary, and none when it is off.
+func TestWindowsPreStop(t *testing.T) {
+	for _, tc := range []struct {
+		values string
+		want   []string
+	}{
+		{"node: {windows: {enabled: true, logLevel: 4}}\n",
+			[]string{`C:\diskplane.exe`, "pre-stop", "--driver-name=ebs.csi.diskplane.io", "--v=4"}},
+		{"node: {windows: {enabled: true, mode: hostProcess}}\n",
+			[]string{"diskplane.exe", "pre-stop", "--driver-name=ebs.csi.diskplane.io", "--v=2"}},
+		{"node: {preStopHook: {enabled: false}, windows: {enabled: true}}\n", nil},
+	} {
+		c := container(render(t, tc.values).windowsNode().Spec.Template.Spec, "diskplane")
+		var got []string
+		if l := c.Lifecycle; l != nil && l.PreStop != nil && l.PreStop.Exec != nil {
+			got = l.PreStop.Exec.Command
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: preStop %q, want %q", strings.TrimSpace(tc.values), got, tc.want)
+		}
+	}
+}
