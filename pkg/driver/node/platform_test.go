@@ -76,6 +76,10 @@ func TestPlatformRefusals(t *testing.T) {
 			call: publish(withMode(mountCap("ntfs"), csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER))},
 		{name: "multi writer on windows", windows: true,
 			call: stage(withMode(mountCap("ntfs"), csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER))},
+		// The symlink cannot be read-only, and the runtime mounts the volume
+		// read-only only when the publish says so.
+		{name: "reader-only published writable on windows", windows: true,
+			call: publish(withMode(mountCap("ntfs"), csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY))},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,6 +133,18 @@ func TestWindowsPublishReadOnly(t *testing.T) {
 	}
 	if binds := f.recorded("bind"); len(binds) != 1 {
 		t.Fatalf("published %d times, want once: %q", len(binds), binds)
+	}
+
+	// A reader-only volume is published when the publish is read-only.
+	s, f = newWindowsTestService(t)
+	f.formats[volDev] = "ntfs"
+	f.paths[staging] = "dir"
+	f.mounts[staging] = fakeMount{source: volDev, fsType: "ntfs"}
+	r := publishReq(withMode(mountCap("ntfs"), csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY))
+	r.Readonly = true
+	wantCode(t, func() error { _, err := s.NodePublishVolume(ctx, r); return err }(), codes.OK)
+	if binds := f.recorded("bind"); len(binds) != 1 {
+		t.Fatalf("reader-only volume published %d times, want once: %q", len(binds), binds)
 	}
 }
 

@@ -40,6 +40,9 @@ func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVol
 		}
 	}
 	readOnly := req.GetReadonly() || readerOnly(req.GetVolumeCapability())
+	if err := s.checkReadOnlyPublish(req, block); err != nil {
+		return nil, err
+	}
 	options := publishMountOptions(readOnly, req.GetVolumeCapability().GetMount().GetMountFlags())
 	release, err := s.acquire(volumeID)
 	if err != nil {
@@ -139,6 +142,22 @@ func (s *Service) publishBlock(ctx context.Context, req *csi.NodePublishVolumeRe
 	}
 	klog.V(2).InfoS("Published block volume", "volumeID", volumeID, "device", device, "targetPath", target, "readOnly", slices.Contains(options, "ro"))
 	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// checkReadOnlyPublish refuses to publish a volume of a reader-only access
+// mode where the publication cannot be read-only itself (a Windows
+// symlink) and the request does not say readonly: the container runtime
+// mounts the volume read-only into the pod only when the kubelet's publish
+// says so (the pod's or the PersistentVolume's readOnly), so the pod could
+// write to a read-only volume.
+func (s *Service) checkReadOnlyPublish(req *csi.NodePublishVolumeRequest, block bool) error {
+	if s.platform.ReadOnlyPublish || block || !readerOnly(req.GetVolumeCapability()) || req.GetReadonly() {
+		return nil
+	}
+	return status.Errorf(codes.InvalidArgument,
+		"volume %s has the read-only access mode %s, but a %s node cannot make its publication read-only and the request is not readonly: "+
+			"set readOnly: true on the pod's volume (persistentVolumeClaim.readOnly) or on the PersistentVolume (csi.readOnly)",
+		req.GetVolumeId(), req.GetVolumeCapability().GetAccessMode().GetMode(), s.platform.OS)
 }
 
 // checkSamePublication answers a NodePublishVolume whose target is mounted
