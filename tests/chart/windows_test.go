@@ -199,7 +199,10 @@ func TestWindowsNotes(t *testing.T) {
 	}{
 		{not: []string{"diskplane-node-windows", "fstype: ntfs"}},
 		{set: []string{"--set", "node.windows.enabled=true"},
-			want: []string{"rollout status daemonset/diskplane-node-windows", "fstype: ntfs", "csi-proxy v1.1.3"}},
+			want: []string{"rollout status daemonset/diskplane-node-windows", "fstype: ntfs", "csi-proxy v1.1.3",
+				"refused outside the namespaces\n   kube-system unless"}},
+		{set: []string{"--set", "node.windows.enabled=true", "--set", "node.windows.pipeAdmissionPolicy.enabled=false"},
+			not: []string{"csi-proxy's pipes are refused"}},
 		{set: []string{"--set", "node.windows.enabled=true", "--set", "node.windows.mode=hostProcess"},
 			want: []string{"rollout status daemonset/diskplane-node-windows", "fstype: ntfs"}, not: []string{"csi-proxy v1.1.3"}},
 	} {
