@@ -9,8 +9,8 @@
 //   - Library: a node plugin in a HostProcess container runs the same
 //     operations in-process with the csi-proxy v2 library.
 //
-// Both only exist for Windows (go-winio's pipes, the library's WMI); this
-// file, the interface, is for every build. The node's logic (pkg/mounter's
+// Both only exist for Windows (go-winio's pipes, the library's PowerShell
+// and Win32 calls); this file, the interface, is for every build. The node's logic (pkg/mounter's
 // Windows implementation) is written once, over Host.
 package csiproxy
 
@@ -118,4 +118,20 @@ var (
 // HostProcess container, the emulated host's in tests.
 type DiskReader interface {
 	ReadDisk(disk uint32, offset int64, b []byte) error
+}
+
+// volumeIDs returns ids without empty ones. csi-proxy's PowerShell code
+// (csi-proxy v1.0 to v1.2.1 behind the pipes, the v2 library's
+// v2.0.0-alpha.1 in process) splits the output of Get-Volume into lines, so
+// a disk with no volume, for which it prints nothing, comes back as one
+// volume with an empty ID; to the node that would be a volume to inspect,
+// not a disk to partition.
+func volumeIDs(ids []string) []string {
+	out := ids[:0:0]
+	for _, id := range ids {
+		if id != "" {
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -15,8 +15,9 @@ import (
 )
 
 // HostAPIs are the host APIs the csi-proxy v2 library runs its operations
-// on: Windows itself (WMI, Win32) in a HostProcess container, or fakes in
-// tests; and what reads the disks' bytes, which the library does not.
+// on: Windows itself (PowerShell's storage cmdlets for disks and volumes,
+// Go's os package for files) in a HostProcess container, or fakes in tests;
+// and what reads the disks' bytes, which the library does not.
 type HostAPIs struct {
 	Disk       diskapi.HostAPI
 	Volume     volumeapi.HostAPI
@@ -58,8 +59,27 @@ type libraryHost struct {
 // csi-proxy v2 library over apis. Like Connect it checks the host answers
 // before it is used: the boot disk's state can be read. (Not the list of
 // disks: that fails as a whole while any one disk cannot be opened, which
-// must not keep the plugin from starting.)
+// must not keep the plugin from starting.) Over Windows' own APIs that is a
+// run of PowerShell's Get-Disk, so a host whose PowerShell cannot answer
+// (Wine's powershell.exe, a stub that prints nothing) is refused at the
+// start rather than failing every stage later.
 func NewLibrary(ctx context.Context, apis HostAPIs) (Host, error) {
+	h, err := newLibraryHost(apis)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := h.disk.GetDiskState(ctx, &disk.GetDiskStateRequest{DiskNumber: 0}); err != nil {
+		return nil, fmt.Errorf("%w: the csi-proxy library cannot read the state of the host's boot disk "+
+			"(is this a HostProcess container running as NT AUTHORITY\\SYSTEM, where Windows PowerShell's Get-Disk answers?): %v",
+			ErrNotServed, err)
+	}
+	klog.V(2).InfoS("csi-proxy library ready in this process")
+	return h, nil
+}
+
+// newLibraryHost puts the library's fronts over apis, without NewLibrary's
+// check, so that a test can call every operation of a host that fails it.
+func newLibraryHost(apis HostAPIs) (*libraryHost, error) {
 	d, err := disk.New(apis.Disk)
 	if err != nil {
 		return nil, err
@@ -72,13 +92,7 @@ func NewLibrary(ctx context.Context, apis HostAPIs) (Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &libraryHost{disk: d, volume: v, fs: f, raw: apis.Raw}
-	if _, err := h.disk.GetDiskState(ctx, &disk.GetDiskStateRequest{DiskNumber: 0}); err != nil {
-		return nil, fmt.Errorf("%w: the csi-proxy library cannot read the state of the host's boot disk (is this a HostProcess container running as NT AUTHORITY\\SYSTEM?): %v",
-			ErrNotServed, err)
-	}
-	klog.V(2).InfoS("csi-proxy library ready in this process")
-	return h, nil
+	return &libraryHost{disk: d, volume: v, fs: f, raw: apis.Raw}, nil
 }
 
 func (h *libraryHost) Close() error { return nil }
@@ -133,7 +147,7 @@ func (h *libraryHost) VolumesOnDisk(ctx context.Context, n uint32) ([]string, er
 	if err != nil {
 		return nil, err
 	}
-	return resp.VolumeIDs, nil
+	return volumeIDs(resp.VolumeIDs), nil
 }
 
 func (h *libraryHost) IsVolumeFormatted(ctx context.Context, v string) (bool, error) {

@@ -221,7 +221,7 @@ func (h *pipeHost) PartitionDisk(ctx context.Context, disk uint32) error {
 
 func (h *pipeHost) VolumesOnDisk(ctx context.Context, disk uint32) ([]string, error) {
 	resp, err := h.volume.ListVolumesOnDisk(ctx, &volumeapi.ListVolumesOnDiskRequest{DiskNumber: disk})
-	return resp.GetVolumeIds(), err
+	return volumeIDs(resp.GetVolumeIds()), err
 }
 
 func (h *pipeHost) IsVolumeFormatted(ctx context.Context, volume string) (bool, error) {

@@ -13,6 +13,6 @@
 //     scenario in HostProcess mode, the csi-proxy v2 library in process over
 //     host APIs the emulated host provides.
 //
-// What needs a real Windows node (csi-proxy's own answers, WMI, NTFS
+// What needs a real Windows node (csi-proxy's own answers, PowerShell, NTFS
 // itself, the kubelet) is listed in docs/windows.md.
 package windows

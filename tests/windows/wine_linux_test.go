@@ -318,17 +318,23 @@ func TestRefusesToStartWithoutCSIProxy(t *testing.T) {
 	testutil.RequireWine(t, winePrefix)
 	for _, tc := range []struct {
 		name, version string
+		env           []string
 		want          []string
 	}{
 		{name: "no csi-proxy", want: []string{"csi-proxy-disk-v1"}},
 		{name: "csi-proxy v1.0.2", version: "v1.0.2", want: []string{"older than v1.1.0", "csi-proxy-volume-v2alpha1"}},
+		// A Windows without WMI scripting (Nano Server, the csi-proxy mode's
+		// image): a dependency that starts WMI when the program starts (the
+		// csi-proxy v2 library's v2.0.0-alpha.2, through microsoft/wmi) would
+		// make the plugin panic (exit code 2) before it could say anything.
+		{name: "no csi-proxy, no WMI scripting", env: []string{"DISKPLANE_WINE_DLL_OVERRIDES=wbemdisp=d"}, want: []string{"csi-proxy-disk-v1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.version != "" {
 				env, _ := startCloud(t)
 				startCSIProxy(t, env, tc.version)
 			}
-			p := startWindows(t, "diskplane.exe", []string{"--mode=node", "--endpoint=tcp://" + freeAddress(t), "--csi-proxy-wait=2s"}, nil)
+			p := startWindows(t, "diskplane.exe", []string{"--mode=node", "--endpoint=tcp://" + freeAddress(t), "--csi-proxy-wait=2s"}, tc.env)
 			select {
 			case <-p.exited:
 				if exit, ok := p.err.(*exec.ExitError); !ok || exit.ExitCode() != 1 {
