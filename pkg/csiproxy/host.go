@@ -10,8 +10,9 @@
 //     operations in-process with the csi-proxy v2 library.
 //
 // Both only exist for Windows (go-winio's pipes, the library's PowerShell
-// and Win32 calls); this file, the interface, is for every build. The node's logic (pkg/mounter's
-// Windows implementation) is written once, over Host.
+// and Win32 calls); this file, the interface, is for every build. The
+// node's logic (pkg/mounter's Windows implementation) is written once, over
+// Host.
 package csiproxy
 
 import (
