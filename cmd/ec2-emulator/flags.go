@@ -37,6 +37,11 @@ type options struct {
 	instances                       instanceFlags
 	instancesFile                   string
 	latencies                       model.Latencies
+	latencyProfile                  string
+	latencySeed                     uint64
+	// set names the flags given on the command line (the latency flags
+	// change a profile only when given).
+	set func(name string) bool
 	modificationsPerDay             int
 	quotaStorageTiB                 string
 	quotaSnapshots                  int64
@@ -77,6 +82,15 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.accountID, "account-id", model.DefaultAccountID, "the account that owns every resource")
 	fs.Var(&o.instances, "instance", "declare an instance: id=i-…,type=m5.large,zone=us-east-1a,enis=1,local,tag:Key=Value; ip=<its private IPv4, which IMDS answers it at>, links=<its by-id link directory>, devices-cgroup=<its cgroup v1 devices directory> make the host play it as one node of several (repeatable; default: one local m5.large in the first zone)")
 	fs.StringVar(&o.instancesFile, "instances-file", "", "JSON file with a list of instances ({\"id\",\"type\",\"zone\",\"networkInterfaces\",\"local\",\"privateIp\",\"view\":{\"linkDir\",\"devicesCgroup\"},\"tags\"}), added to --instance")
+	o.set = func(name string) bool {
+		given := false
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+		return given
+	}
+	fs.StringVar(&o.latencyProfile, "latency-profile", "fixed", "the latencies of state changes to start from: "+
+		strings.Join(model.LatencyProfileNames(), ", ")+" (ebs: each change's time lognormal around a median with a long tail); "+
+		"the --*-latency flags below replace a profile's time (its median) for one kind of change")
+	fs.Uint64Var(&o.latencySeed, "latency-seed", 0, "seed of the draws of varying latencies (the ebs profile; 0: from the clock)")
 	d := model.DefaultLatencies()
 	fs.DurationVar(&o.latencies.VolumeCreate, "volume-create-latency", d.VolumeCreate, "time a volume stays creating")
 	fs.DurationVar(&o.latencies.VolumeDelete, "volume-delete-latency", d.VolumeDelete, "time a volume stays deleting")
@@ -112,15 +126,43 @@ func registerFlags(fs *flag.FlagSet) *options {
 	return o
 }
 
+// latencyConfig is the profile's latencies with the latency flags given
+// on the command line in place of its medians.
+func (o *options) latencyConfig() (model.Latencies, error) {
+	l, err := model.LatencyProfile(o.latencyProfile)
+	if err != nil {
+		return l, fmt.Errorf("--latency-profile: %w", err)
+	}
+	for name, field := range map[string][2]*time.Duration{
+		"volume-create-latency": {&l.VolumeCreate, &o.latencies.VolumeCreate},
+		"volume-delete-latency": {&l.VolumeDelete, &o.latencies.VolumeDelete},
+		"attach-latency":        {&l.Attach, &o.latencies.Attach},
+		"detach-latency":        {&l.Detach, &o.latencies.Detach},
+		"snapshot-latency":      {&l.Snapshot, &o.latencies.Snapshot},
+		"modify-latency":        {&l.Modify, &o.latencies.Modify},
+		"optimize-latency":      {&l.Optimize, &o.latencies.Optimize},
+	} {
+		if o.set(name) {
+			*field[0] = *field[1]
+		}
+	}
+	return l, nil
+}
+
 // config turns the flags into the emulator's configuration.
 func (o *options) config() (emulator.Config, error) {
+	latencies, err := o.latencyConfig()
+	if err != nil {
+		return emulator.Config{}, err
+	}
 	cfg := emulator.Config{
 		Cloud: model.Config{
 			Region:              o.region,
 			AccountID:           o.accountID,
 			Instances:           o.instances.specs,
 			DataDir:             o.dataDir,
-			Latencies:           o.latencies,
+			Latencies:           latencies,
+			LatencySeed:         o.latencySeed,
 			ModificationsPerDay: o.modificationsPerDay,
 			ClientTokenTTL:      o.clientTokenTTL,
 		},

@@ -266,3 +266,45 @@ func TestQuotaFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestLatencyProfileFlags checks --latency-profile and the latency flags
+// that change one of its medians.
+func TestLatencyProfileFlags(t *testing.T) {
+	ebs := model.EBSLatencies()
+	withAttach := model.EBSLatencies()
+	withAttach.Attach = time.Second
+	tests := []struct {
+		name string
+		args []string
+		want model.Latencies
+	}{
+		{name: "default", want: model.DefaultLatencies()},
+		{name: "ebs", args: []string{"--latency-profile=ebs"}, want: ebs},
+		{name: "ebs with another attach median", args: []string{"--latency-profile=ebs", "--attach-latency=1s"}, want: withAttach},
+		{name: "instant", args: []string{"--latency-profile=instant"}, want: model.Latencies{}},
+		{name: "slow with instant deletes", args: []string{"--latency-profile=slow", "--volume-delete-latency=0s"},
+			want: func() model.Latencies { l := model.SlowLatencies(); l.VolumeDelete = 0; return l }()},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parse(t, append([]string{"--no-devices", "--latency-seed=3"}, tc.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := o.config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(cfg.Cloud.Latencies, tc.want) || cfg.Cloud.LatencySeed != 3 {
+				t.Fatalf("latencies %+v (seed %d), want %+v", cfg.Cloud.Latencies, cfg.Cloud.LatencySeed, tc.want)
+			}
+		})
+	}
+	o, err := parse(t, "--no-devices", "--latency-profile=warp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.config(); err == nil || !strings.Contains(err.Error(), "ebs, fixed, instant, slow") {
+		t.Fatalf("an unknown profile: %v", err)
+	}
+}

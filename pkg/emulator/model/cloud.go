@@ -32,6 +32,8 @@ const retryInterval = 250 * time.Millisecond
 type Cloud struct {
 	cfg     Config
 	persist *persister
+	// latency draws how long each state change takes.
+	latency *latencyDraws
 
 	mu sync.Mutex
 	st *state
@@ -66,11 +68,12 @@ func New(cfg Config) (*Cloud, error) {
 		return nil, err
 	}
 	c := &Cloud{
-		cfg:    cfg,
-		quotas: cfg.Quotas,
-		kick:   make(chan struct{}, 1),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		cfg:     cfg,
+		latency: newLatencyDraws(cfg.Latencies, cfg.LatencySeed),
+		quotas:  cfg.Quotas,
+		kick:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	if cfg.DataDir != "" {
 		c.persist = newPersister(cfg.DataDir, c.snapshotState)

@@ -29,6 +29,11 @@ type Latencies struct {
 	Modify time.Duration `json:"modify"`
 	// Optimize is optimizing → completed.
 	Optimize time.Duration `json:"optimize"`
+	// P99, when set, makes each change's time vary as EC2's does: the
+	// fields above are then medians, and a change whose P99 field is above
+	// its median takes a lognormal time with that 99th percentile
+	// (latency.go). P99's own P99 is ignored.
+	P99 *Latencies `json:"p99,omitempty"`
 }
 
 // DefaultLatencies are EC2-like durations for interactive use: long enough
@@ -105,6 +110,9 @@ type Config struct {
 	DataDir string
 	// Latencies are the durations of the asynchronous state changes.
 	Latencies Latencies
+	// LatencySeed makes the draws of varying latencies (Latencies.P99)
+	// reproducible; 0 seeds from the clock.
+	LatencySeed uint64
 	// ModificationsPerDay is the per-volume modification budget in a rolling
 	// 24 hours; 0 means DefaultModificationsPerDay, negative means no limit.
 	ModificationsPerDay int

@@ -51,7 +51,7 @@ func (c *Cloud) CreateSnapshot(in CreateSnapshotInput) (Snapshot, error) {
 			KmsKeyID:    v.KmsKeyID,
 			OwnerID:     c.cfg.AccountID,
 			Tags:        maps.Clone(in.Tags),
-			Due:         now.Add(c.cfg.Latencies.Snapshot),
+			Due:         now.Add(c.latency.draw(transitionSnapshot)),
 		}
 		if err := c.cfg.Store.CreateSnapshot(s.ID, v.ID); err != nil {
 			return fmt.Errorf("disk store: snapshot %s of %s: %w", s.ID, v.ID, err)

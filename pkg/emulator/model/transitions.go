@@ -47,7 +47,7 @@ func (c *Cloud) advanceVolume(v *Volume, now time.Time) {
 		if v.Failing {
 			// It disappears as a deleted volume does, a while later.
 			v.State = VolumeError
-			v.Due = now.Add(c.cfg.Latencies.VolumeDelete)
+			v.Due = now.Add(c.latency.draw(transitionVolumeDelete))
 			klog.InfoS("Fault: volume failed", "volumeID", v.ID, "kmsKeyId", v.KmsKeyID)
 		}
 		c.markDirty()
@@ -195,7 +195,7 @@ func (c *Cloud) advanceModification(m *Modification, now time.Time) {
 		v.Size, v.Type, v.Iops, v.Throughput, v.MultiAttach = m.Target.Size, m.Target.Type, m.Target.Iops, m.Target.Throughput, m.Target.MultiAttach
 		m.State = ModificationOptimizing
 		m.Progress = 0
-		m.Due = now.Add(c.cfg.Latencies.Optimize)
+		m.PhaseStart, m.Due = now, now.Add(c.latency.draw(transitionOptimize))
 		c.markDirty()
 		klog.V(2).InfoS("Volume modification optimizing", "volumeID", v.ID, "size", v.Size, "type", v.Type)
 		c.advanceModification(m, now)
@@ -209,7 +209,10 @@ func (c *Cloud) advanceModification(m *Modification, now time.Time) {
 			klog.V(2).InfoS("Volume modification completed", "volumeID", m.VolumeID)
 			return
 		}
-		start := m.Due.Add(-c.cfg.Latencies.Optimize)
+		start := m.PhaseStart
+		if start.IsZero() { // a state saved before phase starts were kept
+			start = m.Due.Add(-c.cfg.Latencies.Optimize)
+		}
 		if p := fraction(start, m.Due, now, 99); p != m.Progress {
 			m.Progress = p
 			c.markDirty()

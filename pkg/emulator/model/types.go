@@ -147,6 +147,9 @@ type Modification struct {
 	EndTime   time.Time         `json:"endTime,omitzero"`
 	// Due is when the current state (modifying or optimizing) ends.
 	Due time.Time `json:"due,omitzero"`
+	// PhaseStart is when optimizing began, which optimizing's progress
+	// counts from.
+	PhaseStart time.Time `json:"phaseStart,omitzero"`
 }
 
 // NetworkInterface is one ENI of an instance. On instance types whose

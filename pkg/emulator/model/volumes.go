@@ -125,7 +125,7 @@ func (c *Cloud) newVolume(in CreateVolumeInput, now time.Time) (*Volume, *Error)
 		CreateTime:  now.UTC(),
 		State:       VolumeCreating,
 		Tags:        maps.Clone(in.Tags),
-		Due:         now.Add(c.cfg.Latencies.VolumeCreate),
+		Due:         now.Add(c.latency.draw(transitionVolumeCreate)),
 	}
 	return v, nil
 }
@@ -245,7 +245,7 @@ func (c *Cloud) CopyVolumes(in CopyVolumesInput) ([]Volume, error) {
 			ID: newID("vol"), Zone: src.Zone, Size: settings.Size, Type: settings.Type, Iops: settings.Iops,
 			Throughput: settings.Throughput, MultiAttach: settings.MultiAttach, Encrypted: encrypted, KmsKeyID: kms,
 			SourceVolumeID: src.ID, CreateTime: now.UTC(), State: VolumeCreating, Tags: maps.Clone(in.Tags),
-			Due: now.Add(c.cfg.Latencies.VolumeCreate),
+			Due: now.Add(c.latency.draw(transitionVolumeCreate)),
 		}
 		if err := c.createBytes(v); err != nil {
 			return err
@@ -359,7 +359,7 @@ func (c *Cloud) DeleteVolume(id string, dryRun bool) error {
 			return nil
 		}
 		v.State = VolumeDeleting
-		v.Due = now.Add(c.cfg.Latencies.VolumeDelete)
+		v.Due = now.Add(c.latency.draw(transitionVolumeDelete))
 		c.markDirty()
 		klog.V(2).InfoS("Volume deleting", "volumeID", v.ID)
 		return nil

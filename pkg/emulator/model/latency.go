@@ -1,0 +1,151 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// transition names one kind of asynchronous state change, for drawing its
+// duration from the configured Latencies.
+type transition int
+
+const (
+	transitionVolumeCreate transition = iota
+	transitionVolumeDelete
+	transitionAttach
+	transitionDetach
+	transitionSnapshot
+	transitionModify
+	transitionOptimize
+)
+
+// of returns the duration l gives the transition.
+func (l Latencies) of(t transition) time.Duration {
+	switch t {
+	case transitionVolumeCreate:
+		return l.VolumeCreate
+	case transitionVolumeDelete:
+		return l.VolumeDelete
+	case transitionAttach:
+		return l.Attach
+	case transitionDetach:
+		return l.Detach
+	case transitionSnapshot:
+		return l.Snapshot
+	case transitionModify:
+		return l.Modify
+	case transitionOptimize:
+		return l.Optimize
+	}
+	panic(fmt.Sprintf("model: unknown transition %d", t))
+}
+
+// z99 is the standard normal distribution's 99th percentile: a lognormal
+// duration with median m and spread σ has its 99th percentile at
+// m·exp(σ·z99).
+const z99 = 2.3263478740408408
+
+// latencyDraws draws the durations of transitions. EC2's own times are
+// not constants: most changes finish near a typical time and a few take
+// many times longer. A transition whose Latencies.P99 is above its median
+// takes a lognormal time with that median and 99th percentile; one without
+// takes its median exactly.
+type latencyDraws struct {
+	cfg Latencies
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+func newLatencyDraws(cfg Latencies, seed uint64) *latencyDraws {
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	return &latencyDraws{cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+// draw returns how long one transition of kind t takes.
+func (d *latencyDraws) draw(t transition) time.Duration {
+	median := d.cfg.of(t)
+	if d.cfg.P99 == nil || median <= 0 {
+		return median
+	}
+	p99 := d.cfg.P99.of(t)
+	if p99 <= median {
+		return median
+	}
+	sigma := math.Log(float64(p99)/float64(median)) / z99
+	d.mu.Lock()
+	z := d.rng.NormFloat64()
+	d.mu.Unlock()
+	return time.Duration(float64(median) * math.Exp(sigma*z))
+}
+
+// LatencyProfiles are the named sets of latencies the emulator offers, so
+// that a client can be measured against backends of different speeds with
+// one flag (docs/emulator.md, "Latency profiles"):
+//
+//   - instant: every change completes at the first look after the request,
+//     as on a mock (moto) or a very fast cloud;
+//   - fixed: DefaultLatencies, the same few seconds every time;
+//   - ebs: EBS-like, each change's time lognormal around a typical median
+//     with a long tail (EbsLatencies);
+//   - slow: ten seconds for every volume change, as on a slow EC2-API cloud.
+var LatencyProfiles = map[string]func() Latencies{
+	"instant": func() Latencies { return Latencies{} },
+	"fixed":   DefaultLatencies,
+	"ebs":     EBSLatencies,
+	"slow":    SlowLatencies,
+}
+
+// LatencyProfile returns the named profile's latencies.
+func LatencyProfile(name string) (Latencies, error) {
+	if p, ok := LatencyProfiles[name]; ok {
+		return p(), nil
+	}
+	return Latencies{}, fmt.Errorf("latency profile %q: want one of %s", name, strings.Join(LatencyProfileNames(), ", "))
+}
+
+// LatencyProfileNames lists the profiles, sorted.
+func LatencyProfileNames() []string {
+	names := make([]string, 0, len(LatencyProfiles))
+	for n := range LatencyProfiles {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// EBSLatencies are EBS-like times. AWS publishes no distribution; these
+// medians are the times a volume typically takes, and the 99th
+// percentiles the long tails users report (a create or attach now and then
+// taking ten or more seconds, a detach twenty): create median 3 s, p99
+// 15 s; delete 2 s, 10 s; attach 2 s, 10 s; detach 3 s, 20 s; a small
+// snapshot 10 s, 60 s; a modification 3 s, 15 s, then optimizing 5 s,
+// 30 s.
+func EBSLatencies() Latencies {
+	return Latencies{
+		VolumeCreate: 3 * time.Second, VolumeDelete: 2 * time.Second,
+		Attach: 2 * time.Second, Detach: 3 * time.Second,
+		Snapshot: 10 * time.Second, Modify: 3 * time.Second, Optimize: 5 * time.Second,
+		P99: &Latencies{
+			VolumeCreate: 15 * time.Second, VolumeDelete: 10 * time.Second,
+			Attach: 10 * time.Second, Detach: 20 * time.Second,
+			Snapshot: 60 * time.Second, Modify: 15 * time.Second, Optimize: 30 * time.Second,
+		},
+	}
+}
+
+// SlowLatencies are ten seconds for every volume change, thirty for a
+// snapshot.
+func SlowLatencies() Latencies {
+	return Latencies{
+		VolumeCreate: 10 * time.Second, VolumeDelete: 10 * time.Second,
+		Attach: 10 * time.Second, Detach: 10 * time.Second,
+		Snapshot: 30 * time.Second, Modify: 10 * time.Second, Optimize: 10 * time.Second,
+	}
+}
