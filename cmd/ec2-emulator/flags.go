@@ -41,13 +41,13 @@ type options struct {
 	latencySeed                     uint64
 	// set names the flags given on the command line (the latency flags
 	// change a profile only when given).
-	set func(name string) bool
-	modificationsPerDay             int
-	quotaStorageTiB                 string
-	quotaSnapshots                  int64
-	requireIMDSToken                bool
-	iamFile, kmsFile                string
-	showVersion                     bool
+	set                 func(name string) bool
+	modificationsPerDay int
+	quotaStorageTiB     string
+	quotaSnapshots      int64
+	requireIMDSToken    bool
+	iamFile, kmsFile    string
+	showVersion         bool
 
 	faultsFile          string
 	actionLatency       string
