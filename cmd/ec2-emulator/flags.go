@@ -39,15 +39,12 @@ type options struct {
 	latencies                       model.Latencies
 	latencyProfile                  string
 	latencySeed                     uint64
-	// set names the flags given on the command line (the latency flags
-	// change a profile only when given).
-	set                 func(name string) bool
-	modificationsPerDay int
-	quotaStorageTiB     string
-	quotaSnapshots      int64
-	requireIMDSToken    bool
-	iamFile, kmsFile    string
-	showVersion         bool
+	modificationsPerDay             int
+	quotaStorageTiB                 string
+	quotaSnapshots                  int64
+	requireIMDSToken                bool
+	iamFile, kmsFile                string
+	showVersion                     bool
 
 	faultsFile          string
 	actionLatency       string
@@ -65,6 +62,10 @@ type options struct {
 	unusableKMSKeys     string
 	clockSkew           time.Duration
 	clientTokenTTL      time.Duration
+
+	// set reports whether a flag was given on the command line (a latency
+	// flag changes the profile only then).
+	set func(name string) bool
 }
 
 func registerFlags(fs *flag.FlagSet) *options {
