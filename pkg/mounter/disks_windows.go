@@ -51,18 +51,20 @@ const findDiskPoll = 500 * time.Millisecond
 func (m *windowsMounter) FindDevice(ctx context.Context, volumeID, _ string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, m.wait)
 	defer cancel()
-	// listErr is why the last poll could not list the disks: csi-proxy fails
-	// the whole list while any one disk cannot be opened (one arriving or
-	// leaving), which is waited out like a disk that has not arrived.
+	// listErr is why the last list that ended before the wait did failed:
+	// csi-proxy fails the whole list while any one disk cannot be opened
+	// (one arriving or leaving), which is waited out like a disk that has
+	// not arrived. A list cut short by the end of the wait changes nothing.
 	var listErr error
 	for poll := 0; ; poll++ {
 		disks, err := m.disksOf(ctx, volumeID)
-		listErr = nil
 		switch {
 		case err != nil && ctx.Err() == nil:
 			listErr = err
 			klog.V(2).InfoS("The host cannot list its disks; waiting", "volumeID", volumeID, "err", err)
 		case err != nil:
+		case len(disks) == 0:
+			listErr = nil
 		case len(disks) == 1:
 			klog.V(4).InfoS("Found the disk of the volume", "volumeID", volumeID, "disk", disks[0])
 			return diskPath(disks[0]), nil
