@@ -1,11 +1,10 @@
 // Package csiproxyapi serves the csi-proxy API groups a node plugin uses
 // (disk, volume and filesystem, version v1, as csi-proxy v1.3.0 defines and
 // answers them, or as an older Release) over an emulated Windows host
-// (pkg/emulator/winhost), so the
-// real Windows build of Diskplane's node plugin can run against it under
-// Wine. On Windows it listens on csi-proxy's own pipe names
-// (\\.\pipe\csi-proxy-<group>-v1); the servers themselves are plain gRPC
-// services, tested on any OS.
+// (pkg/emulator/winhost), so the real Windows build of Diskplane's node
+// plugin can run against it under Wine. On Windows it listens on
+// csi-proxy's own pipe names (\\.\pipe\csi-proxy-<group>-<version>); the
+// servers themselves are plain gRPC services, tested on any OS.
 //
 // Like csi-proxy, errors are plain messages (gRPC code Unknown), and the
 // filesystem API refuses paths outside its working directories (csi-proxy's
