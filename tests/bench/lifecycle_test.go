@@ -18,15 +18,39 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
-// The emulator's default state-change latencies, which the lifecycle runs
-// use: EC2 typically takes a few seconds to create, attach and detach.
-const (
-	createLatency = 2 * time.Second
-	attachLatency = 2 * time.Second
-	detachLatency = 2 * time.Second
-)
+// latencies are the state-change times of a run's emulator: its latency
+// profile (docs/emulator.md, "Latency profiles"; fixed when the run names
+// none), whose medians and 99th percentiles are the floors of the RPCs
+// that wait for them.
+func (run lifecycleRun) latencies(t testing.TB) model.Latencies {
+	t.Helper()
+	l, err := model.LatencyProfile(run.latencyProfile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// latencyProfile is the run's profile name.
+func (run lifecycleRun) latencyProfile() string {
+	if run.latency == "" {
+		return "fixed"
+	}
+	return run.latency
+}
+
+// tail is the 99th percentile of a transition whose median is m under l
+// (m itself where the profile's times do not vary).
+func tail(l model.Latencies, m time.Duration, pick func(model.Latencies) time.Duration) time.Duration {
+	if l.P99 == nil || pick(*l.P99) < m {
+		return m
+	}
+	return pick(*l.P99)
+}
 
 // zone is where the lifecycle runs place volumes and instances.
 const zone = "us-east-1a"
@@ -70,20 +94,25 @@ type lifecycleRun struct {
 	concurrency int
 	// faults are extra emulator flags (throttling, injected errors).
 	faults []string
+	// latency is the emulator's latency profile; empty means fixed.
+	latency string
 }
 
 // lifecycleResult is what one run of one controller measured.
 type lifecycleResult struct {
-	Controller  string                     `json:"controller"`
-	Run         string                     `json:"run"`
-	Lifecycles  int                        `json:"lifecycles"`
-	Concurrency int                        `json:"concurrency"`
-	Latencies   map[string][]time.Duration `json:"latencies"` // RPC -> every call's time to success
-	Failures    map[string]int             `json:"failures"`  // RPC -> attempts that failed
-	Wall        time.Duration              `json:"wall"`
-	Calls       map[string]int             `json:"ec2Calls"`  // action -> calls
-	Errors      map[string]int             `json:"ec2Errors"` // action and code -> calls answered with an error
-	Usage       usage                      `json:"controllerUsage"`
+	Controller  string `json:"controller"`
+	Run         string `json:"run"`
+	Lifecycles  int    `json:"lifecycles"`
+	Concurrency int    `json:"concurrency"`
+	// LatencyProfile names the emulator's latencies, Latency gives them.
+	LatencyProfile string                     `json:"latencyProfile"`
+	Latency        model.Latencies            `json:"latency"`
+	Latencies      map[string][]time.Duration `json:"latencies"` // RPC -> every call's time to success
+	Failures       map[string]int             `json:"failures"`  // RPC -> attempts that failed
+	Wall           time.Duration              `json:"wall"`
+	Calls          map[string]int             `json:"ec2Calls"`  // action -> calls
+	Errors         map[string]int             `json:"ec2Errors"` // action and code -> calls answered with an error
+	Usage          usage                      `json:"controllerUsage"`
 }
 
 // The RPCs of one lifecycle, in order.
@@ -98,7 +127,8 @@ const (
 // concurrent attachments stay far below each one's limit.
 const instances = 10
 
-// runLifecycles starts a fresh emulator (state only, default latencies) and
+// runLifecycles starts a fresh emulator (state only, the run's latency
+// profile, the same draws for every controller) and
 // the controller, and drives run.lifecycles create → publish → unpublish →
 // delete lifecycles through it, run.concurrency at a time, retrying a failed
 // call as a sidecar would.
@@ -115,6 +145,8 @@ func runLifecycles(t *testing.T, dir string, kind controllerKind, run lifecycleR
 		}
 		args = append(args, spec)
 	}
+	// The same draws of varying latencies for every controller.
+	args = append(args, "--latency-profile="+run.latencyProfile(), "--latency-seed=1")
 	e := startEmulator(t, dir, "emulator-"+kind.name, append(args, run.faults...)...)
 	ctrl, endpoint := kind.start(t, dir, e)
 	conn := dial(t, endpoint)
@@ -127,7 +159,7 @@ func runLifecycles(t *testing.T, dir string, kind controllerKind, run lifecycleR
 	cpu := sample(t, ctrl)
 
 	res := lifecycleResult{Controller: kind.name, Run: run.name, Lifecycles: run.lifecycles, Concurrency: run.concurrency,
-		Latencies: map[string][]time.Duration{}, Failures: map[string]int{}}
+		LatencyProfile: run.latencyProfile(), Latency: run.latencies(t), Latencies: map[string][]time.Duration{}, Failures: map[string]int{}}
 	var mu sync.Mutex
 	record := func(rpc string, d time.Duration, failures int) {
 		mu.Lock()
@@ -239,10 +271,11 @@ func (r lifecycleResult) perLifecycle(actions ...string) float64 {
 }
 
 // floorWall is the least time the run can take: each worker's lifecycles
-// one after another, each waiting for EC2's three state changes.
+// one after another, each waiting for EC2's three state changes (their
+// medians, where the times vary).
 func (r lifecycleResult) floorWall() time.Duration {
 	rounds := (r.Lifecycles + r.Concurrency - 1) / r.Concurrency
-	return time.Duration(rounds) * (createLatency + attachLatency + detachLatency)
+	return time.Duration(rounds) * (r.Latency.VolumeCreate + r.Latency.Attach + r.Latency.Detach)
 }
 
 // benchLifecycles runs the profile's lifecycle runs (P1, P2): through
@@ -267,6 +300,16 @@ func benchLifecycles(t *testing.T, r *report) {
 		runs = []lifecycleRun{
 			{name: "30x10", lifecycles: 30, concurrency: 10},
 			{name: "30x10-faults", lifecycles: 30, concurrency: 10, faults: faults},
+		}
+	}
+	// -bench.latency runs them all against a backend of another speed.
+	if *latency != "" {
+		if _, err := model.LatencyProfile(*latency); err != nil {
+			t.Fatalf("-bench.latency: %v", err)
+		}
+		for i := range runs {
+			runs[i].latency = *latency
+			runs[i].name += "-" + *latency
 		}
 	}
 	kinds := []controllerKind{diskplaneController}
@@ -304,24 +347,38 @@ func benchLifecycles(t *testing.T, r *report) {
 func lifecycleRows(res lifecycleResult) []row {
 	section := fmt.Sprintf("P1/P2 %d lifecycles, %d at a time", res.Lifecycles, res.Concurrency)
 	switch {
-	case strings.HasSuffix(res.Run, "-throttled"):
+	case strings.Contains(res.Run, "-throttled"):
 		section += ", throttled"
-	case strings.HasSuffix(res.Run, "-faults"):
+	case strings.Contains(res.Run, "-faults"):
 		section += ", throttled, 5% 5xx"
+	}
+	if res.LatencyProfile != "fixed" {
+		section += ", " + res.LatencyProfile + " latencies"
 	}
 	var rows []row
 	add := func(name string, v, floor float64, unit, note string) {
 		rows = append(rows, row{Section: section, Name: name, Value: v, Floor: floor, Unit: unit, Note: note})
 	}
+	l := res.Latency
 	for _, rpc := range []struct {
-		name  string
-		floor time.Duration
-	}{{rpcCreate, createLatency}, {rpcPublish, attachLatency}, {rpcUnpublish, detachLatency}, {rpcDelete, 0}} {
+		name string
+		pick func(model.Latencies) time.Duration
+	}{
+		{rpcCreate, func(l model.Latencies) time.Duration { return l.VolumeCreate }},
+		{rpcPublish, func(l model.Latencies) time.Duration { return l.Attach }},
+		{rpcUnpublish, func(l model.Latencies) time.Duration { return l.Detach }},
+		{rpcDelete, func(model.Latencies) time.Duration { return 0 }},
+	} {
 		ds := res.Latencies[rpc.name]
-		add(rpc.name+" p50", percentile(ds, 50).Seconds(), rpc.floor.Seconds(), "s", "")
-		add(rpc.name+" p99", percentile(ds, 99).Seconds(), rpc.floor.Seconds(), "s", "")
+		median := rpc.pick(l)
+		add(rpc.name+" p50", percentile(ds, 50).Seconds(), median.Seconds(), "s", "")
+		add(rpc.name+" p99", percentile(ds, 99).Seconds(), tail(l, median, rpc.pick).Seconds(), "s", "")
 	}
-	add("wall time", res.Wall.Seconds(), res.floorWall().Seconds(), "s", "")
+	wallNote := ""
+	if l.P99 != nil {
+		wallNote = "floor: the medians' sum; a round waits for its slowest draw"
+	}
+	add("wall time", res.Wall.Seconds(), res.floorWall().Seconds(), "s", wallNote)
 	var byAction []string
 	for _, a := range sortedKeys(res.Calls) {
 		byAction = append(byAction, fmt.Sprintf("%s %.2f", a, float64(res.Calls[a])/float64(res.Lifecycles)))
