@@ -52,10 +52,23 @@ func startCloud(t *testing.T) (*emulatortest.Env, *controller.Service) {
 // freeAddress returns a loopback address with a port nothing listens on.
 func freeAddress(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	return freeAddresses(t, 1)[0]
+}
+
+// freeAddresses returns n distinct loopback addresses nothing listens on. It
+// holds every port open until all are chosen: ports picked one after another,
+// each closed before the next, can come back the same (a CI run lost the
+// plugin to its metrics server taking the CSI endpoint's port).
+func freeAddresses(t *testing.T, n int) []string {
+	t.Helper()
+	addrs := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs
 }

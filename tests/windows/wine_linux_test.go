@@ -197,7 +197,8 @@ func (n *windowsNode) restartCSIProxy(t *testing.T) {
 // /healthz on another) and waits until it answers NodeGetInfo.
 func (n *windowsNode) startPlugin(t *testing.T) {
 	t.Helper()
-	n.endpoint, n.health = freeAddress(t), freeAddress(t)
+	addrs := freeAddresses(t, 2)
+	n.endpoint, n.health = addrs[0], addrs[1]
 	n.plugin = startWindows(t, "diskplane.exe", []string{"--mode=node", "--endpoint=tcp://" + n.endpoint,
 		"--http-endpoint=" + n.health, "--metadata-sources=imds", "--csi-proxy-wait=20s", "-v=4"},
 		[]string{"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + n.env.IMDSURL})
