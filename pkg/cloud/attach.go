@@ -141,8 +141,7 @@ var errAttachStuck = errors.New("attachment stuck")
 // attempt starts clean rather than waiting on an attachment that will not
 // complete (the classic cause is a device name the guest still holds).
 func (c *ec2Cloud) waitAttached(ctx context.Context, volumeID, instanceID, device string, sent, started time.Time, shared bool) (string, error) {
-	err := c.waitTransition(ctx, transitionAttach, sent, func(ctx context.Context) (bool, string, error) {
-		raw, err := c.describeVolume(ctx, volumeID)
+	err := c.waitVolume(ctx, transitionAttach, sent, volumeID, func(raw types.Volume, err error) (bool, string, error) {
 		if err != nil {
 			return false, "", err
 		}
@@ -236,8 +235,7 @@ func (c *ec2Cloud) DetachVolume(ctx context.Context, volumeID, instanceID string
 // see sentAt; zero when it found the detach under way; see waitTransition).
 // A volume that is gone is detached too.
 func (c *ec2Cloud) waitDetached(ctx context.Context, volumeID, instanceID string, sent time.Time) error {
-	return c.waitTransition(ctx, transitionDetach, sent, func(ctx context.Context) (bool, string, error) {
-		raw, err := c.describeVolume(ctx, volumeID)
+	return c.waitVolume(ctx, transitionDetach, sent, volumeID, func(raw types.Volume, err error) (bool, string, error) {
 		if errors.Is(err, ErrNotFound) {
 			return true, "", nil
 		}

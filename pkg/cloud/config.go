@@ -46,32 +46,34 @@ type Config struct {
 	// DisableBatching sends every Describe lookup on its own.
 	DisableBatching bool
 
-	// PollInterval is the first pause between Describe calls while waiting
-	// for a state change (default 250ms); the pause grows by half each time.
-	// A wait for a change EC2 has made before is first looked at when the
-	// changes of its kind recently took, and only then with these pauses.
+	// PollInterval is the first pause between the looks of a wait that
+	// cannot time its change (one found under way, a snapshot, EC2's reads
+	// catching up; default 250ms); the pause grows by half each time. A wait
+	// for a change this process asked for is first looked at when the
+	// changes of its kind recently took (see lookSchedule).
 	PollInterval time.Duration
 	// ColdFirstLook is when a wait for a kind of change no wait of this
-	// process has seen yet first looks, after the request (default 1s): EC2
-	// takes longer than that to create, attach, detach or modify an EBS
-	// volume, so earlier looks only find the change not done. Each look
-	// after it comes half as late again as the one before (see
-	// waitTransition).
+	// process has seen yet first looks, after the request (default 100ms).
+	// Each look after it comes half as late again after the request (see
+	// lookSchedule): the first waits after a start find out EC2's speed,
+	// fast or slow, within a few looks, which the waits of the same moment
+	// share.
 	ColdFirstLook time.Duration
-	// PollGrid aligns every look of a wait to a multiple of it on the
-	// clock (default 100ms), so that concurrent waits look at the same
-	// moments and share their Describe calls.
-	PollGrid time.Duration
-	// ThrottledPollGrid replaces PollGrid while EC2 throttles this
+	// PollStep is the shortest step between two looks of a wait (default
+	// 100ms); a wait's first look at a change's estimated time may come
+	// half of it later than the estimate, to share a call with others due
+	// then.
+	PollStep time.Duration
+	// ThrottledPollGrid aligns the waits' looks while EC2 throttles this
 	// process's requests, until 30s after the last throttled one (default
 	// 1s). Requests the SDK holds back then leave one by one, so the waits
-	// after them fall due apart and share few looks on the fine grid; the
-	// coarse one gathers them, and the lookups requests begin with, into
+	// after them fall due too far apart to share their looks; the grid
+	// gathers them, and the lookups requests begin with, into
 	// fewer Describe calls for at most this much more latency per wait and
 	// per request.
 	ThrottledPollGrid time.Duration
-	// PollMaxInterval caps that pause (default 5s), so a slow change is
-	// still noticed within seconds of happening.
+	// PollMaxInterval caps the step between two looks of a wait (default
+	// 5s), so a slow change is still noticed within seconds of happening.
 	PollMaxInterval time.Duration
 	// AttachStuckTimeout: an attachment still "attaching" this long after it
 	// began is detached and reported as an error, so the next retry starts
@@ -115,8 +117,8 @@ func (c Config) withDefaults() Config {
 	def(&c.BatchMaxDelay, 200*time.Millisecond)
 	def(&c.BatchIdleDelay, 5*time.Millisecond)
 	def(&c.PollInterval, 250*time.Millisecond)
-	def(&c.ColdFirstLook, time.Second)
-	def(&c.PollGrid, 100*time.Millisecond)
+	def(&c.ColdFirstLook, 100*time.Millisecond)
+	def(&c.PollStep, 100*time.Millisecond)
 	def(&c.ThrottledPollGrid, time.Second)
 	def(&c.PollMaxInterval, 5*time.Second)
 	def(&c.AttachStuckTimeout, 90*time.Second)
@@ -140,9 +142,10 @@ type ec2Cloud struct {
 	lookups *lookups
 	// latencies learns how long EC2's state changes take (waitTransition).
 	latencies *latencies
-	// looks counts the waits' looks booked per grid tick (awaitLook).
-	looks lookBook
-	// throttles knows whether EC2 throttles this process now (pollGrid).
+	// watches hands the waits for volumes what DescribeVolumes shows of
+	// them (waitVolume).
+	watches volumeWatches
+	// throttles knows whether EC2 throttles this process now (throttledGrid).
 	throttles *throttleClock
 	sends     *sendLog
 	tokens    *tokenHints

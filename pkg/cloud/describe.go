@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -28,6 +29,11 @@ const (
 	batchTimeout                         = 30 * time.Second
 	describePageMin                int32 = 5 // EC2's smallest MaxResults for these APIs
 )
+
+// volumeLookupSplitCodes are the errors with which EC2 fails a whole
+// DescribeVolumes (or DescribeVolumeStatus) by ID for one of the volumes
+// asked for.
+var volumeLookupSplitCodes = []string{codeInvalidVolumeNotFound, "InvalidVolume.Malformed", "InvalidVolumeID.Malformed", "InvalidID"}
 
 // lookups merges concurrent Describe lookups (see package batcher). Every
 // wait polls through them, so a hundred volumes attaching at once cost a
@@ -69,7 +75,7 @@ func newLookups(c *ec2Cloud) (*lookups, error) {
 	}
 	var err error
 	if l.volumes, err = batcher.New(c.describeVolumesByID, opts("DescribeVolumes by ID", describeVolumesPageMax,
-		codeInvalidVolumeNotFound, "InvalidVolume.Malformed", "InvalidVolumeID.Malformed", "InvalidID")); err != nil {
+		volumeLookupSplitCodes...)); err != nil {
 		return fail(err)
 	}
 	l.closers = append(l.closers, l.volumes.Close)
@@ -96,7 +102,7 @@ func newLookups(c *ec2Cloud) (*lookups, error) {
 	}
 	l.closers = append(l.closers, l.modifications.Close)
 	if l.statuses, err = batcher.New(c.describeVolumeStatusByID, opts("DescribeVolumeStatus", describeVolumeStatusBatchMax,
-		codeInvalidVolumeNotFound, "InvalidVolume.Malformed", "InvalidVolumeID.Malformed", "InvalidID")); err != nil {
+		volumeLookupSplitCodes...)); err != nil {
 		return fail(err)
 	}
 	l.closers = append(l.closers, l.statuses.Close)
@@ -132,14 +138,33 @@ func (c *ec2Cloud) describeVolume(ctx context.Context, id string) (types.Volume,
 	return v, nil
 }
 
+// describeVolumesByID looks up ids, and with them the volumes the waits
+// watch (see volumeWatches), whose reads it hands to those waits. When
+// asking for the watched volumes too fails the call for a volume EC2 does
+// not show (deleted meanwhile), they are asked for no more until a read
+// finds them, and ids are looked up again alone.
 func (c *ec2Cloud) describeVolumesByID(ctx context.Context, ids []string) (map[string]batcher.Result[types.Volume], error) {
+	extras := c.watches.extras(ids, describeVolumesPageMax-len(ids))
+	out, err := c.describeVolumesAndDeliver(ctx, append(slices.Clone(ids), extras...))
+	if err != nil && len(extras) > 0 && slices.Contains(volumeLookupSplitCodes, errorCode(err)) {
+		c.watches.hide(extras)
+		return c.describeVolumesAndDeliver(ctx, ids)
+	}
+	return out, err
+}
+
+// describeVolumesAndDeliver reads the volumes ids by ID, hands the reads to
+// the waits that watch them, and returns them by ID.
+func (c *ec2Cloud) describeVolumesAndDeliver(ctx context.Context, ids []string) (map[string]batcher.Result[types.Volume], error) {
 	out := make(map[string]batcher.Result[types.Volume], len(ids))
+	asked := time.Now()
 	p := ec2.NewDescribeVolumesPaginator(c.ec2, &ec2.DescribeVolumesInput{VolumeIds: ids})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx, c.retry.use(opDescribeVolumes))
 		if err != nil {
 			return nil, err
 		}
+		c.watches.deliver(page.Volumes, asked, time.Now())
 		for _, v := range page.Volumes {
 			out[aws.ToString(v.VolumeId)] = batcher.Result[types.Volume]{Value: v}
 		}

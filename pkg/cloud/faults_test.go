@@ -61,8 +61,8 @@ func TestThrottlingOnlyDelays(t *testing.T) {
 	if throttled == 0 {
 		t.Error("nothing was throttled; the buckets are too large for the test to mean anything")
 	}
-	if got := c.pollGrid(); got != c.cfg.ThrottledPollGrid {
-		t.Errorf("poll grid %v after EC2 throttled, want the throttled one (%v)", got, c.cfg.ThrottledPollGrid)
+	if got := c.throttledGrid(); got != c.cfg.ThrottledPollGrid {
+		t.Errorf("looks aligned to %v after EC2 throttled, want the throttled grid (%v)", got, c.cfg.ThrottledPollGrid)
 	}
 }
 
@@ -83,8 +83,8 @@ func TestInjectedServerErrorsAreRetried(t *testing.T) {
 	if injected == 0 {
 		t.Error("no error was injected")
 	}
-	if got := c.pollGrid(); got != c.cfg.PollGrid {
-		t.Errorf("poll grid %v after server errors only, want the usual one (%v): a 5xx is not throttling", got, c.cfg.PollGrid)
+	if got := c.throttledGrid(); got != 0 {
+		t.Errorf("looks aligned to %v after server errors only, want no grid: a 5xx is not throttling", got)
 	}
 }
 

@@ -20,7 +20,7 @@ const throttledHold = 30 * time.Second
 // requests the SDK holds back leave at their own moments instead of
 // together, and the waits that follow them rarely fall due on the same
 // tick of the fine poll grid; the waits then look on a coarser one (see
-// pollGrid). It is safe for concurrent use.
+// throttledGrid). It is safe for concurrent use.
 type throttleClock struct {
 	last atomic.Int64 // Unix nanoseconds of the last throttling answer; 0: none
 }
@@ -42,16 +42,18 @@ func (t *throttleClock) recent(now time.Time) bool {
 	return last != 0 && now.Sub(time.Unix(0, last)) < throttledHold
 }
 
-// pollGrid is the grid the next look of a wait is aligned to: PollGrid, or
-// ThrottledPollGrid while EC2 throttles. On the coarser grid the looks of
-// waits that fell due apart gather into fewer Describe calls, sparing the
-// account's request budget while it is spent, at the cost of up to one
-// coarse step of latency per wait.
-func (c *ec2Cloud) pollGrid() time.Duration {
+// throttledGrid is, while EC2 throttles, the grid the waits' looks are
+// aligned to (ThrottledPollGrid), and zero otherwise. Requests the SDK holds
+// back then leave one by one, and the waits after them fall due too far
+// apart to share their calls within their windows; on the coarse grid they
+// gather into fewer Describe calls, sparing the account's request budget
+// while it is spent, at the cost of up to one coarse step of latency per
+// wait.
+func (c *ec2Cloud) throttledGrid() time.Duration {
 	if c.throttles.recent(time.Now()) {
 		return c.cfg.ThrottledPollGrid
 	}
-	return c.cfg.PollGrid
+	return 0
 }
 
 // awaitLookupTick holds the lookup a request begins with (not a wait's look)

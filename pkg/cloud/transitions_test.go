@@ -3,7 +3,6 @@ package cloud
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,21 +21,22 @@ func TestLatenciesLearn(t *testing.T) {
 		t.Fatal("an estimate before any wait")
 	}
 	// Looks at 1.9 s (not yet) and 2.1 s (done): the change was in between.
-	l.observe(transitionAttach, 1900*time.Millisecond, 2100*time.Millisecond, time.Second)
+	l.observe(transitionAttach, 1900*time.Millisecond, 2100*time.Millisecond)
 	if d, _ := l.expected(transitionAttach); d != 2*time.Second {
 		t.Fatalf("estimate %v, want the midpoint 2s", d)
 	}
-	// A first look that found it done says only "no later than": probe half a step below.
-	l.observe(transitionAttach, 0, 2500*time.Millisecond, time.Second)
-	l.observe(transitionAttach, 0, 2500*time.Millisecond, time.Second)
-	if d, _ := l.expected(transitionAttach); d != 2*time.Second {
-		t.Fatalf("estimate %v, want 2s (the median of 2s, 2s, 2s)", d)
+	// A first look that found it done says only "no later than": the
+	// sample is halfway down to the highest not-done look below (1.9 s).
+	l.observe(transitionAttach, 0, 2500*time.Millisecond)
+	l.observe(transitionAttach, 0, 2500*time.Millisecond)
+	if d, _ := l.expected(transitionAttach); d != 2200*time.Millisecond {
+		t.Fatalf("estimate %v, want 2.2s (the median of 2s, 2.2s, 2.2s)", d)
 	}
 	if _, ok := l.expected(transitionCreate); ok {
 		t.Fatal("kinds share estimates")
 	}
 	for range 2 * latencySamples {
-		l.observe(transitionCreate, 900*time.Millisecond, 1100*time.Millisecond, time.Second)
+		l.observe(transitionCreate, 900*time.Millisecond, 1100*time.Millisecond)
 	}
 	if n := len(l.samples[transitionCreate]); n != latencySamples {
 		t.Fatalf("%d samples kept, want %d", n, latencySamples)
@@ -44,11 +44,10 @@ func TestLatenciesLearn(t *testing.T) {
 }
 
 // TestLatenciesFirstLookDoneSample: a first look that found the change done
-// teaches half a step less than its time, and a whole step less again when
-// the highest not-done look of recent waits below it is two steps or more
-// below, or when none is below; not-done looks above it bound nothing.
+// teaches the midpoint between its time and the highest not-done look of
+// recent waits below it, or half its time when none is below; not-done
+// looks above it bound nothing.
 func TestLatenciesFirstLookDoneSample(t *testing.T) {
-	const step = 100 * time.Millisecond
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	tests := []struct {
 		name    string
@@ -56,135 +55,115 @@ func TestLatenciesFirstLookDoneSample(t *testing.T) {
 		doneAt  time.Duration   // this wait's first look, which found it done
 		want    time.Duration
 	}{
-		{name: "nothing known below", doneAt: ms(2200), want: ms(2050)},
-		{name: "a not-done look within a step below", notDone: []time.Duration{ms(2150)}, doneAt: ms(2200), want: ms(2150)},
-		{name: "the highest not-done look below is further than a step", notDone: []time.Duration{ms(1500), ms(1700)}, doneAt: ms(2200), want: ms(2050)},
-		{name: "not-done looks above are no bound", notDone: []time.Duration{ms(2900), ms(1800)}, doneAt: ms(2200), want: ms(2050)},
-		{name: "two steps below", notDone: []time.Duration{ms(2000)}, doneAt: ms(2200), want: ms(2050)},
-		{name: "just under two steps below", notDone: []time.Duration{ms(2010)}, doneAt: ms(2200), want: ms(2150)},
-		{name: "only not-done looks above", notDone: []time.Duration{ms(2900)}, doneAt: ms(2200), want: ms(2050)},
+		{name: "nothing known below", doneAt: ms(2200), want: ms(1100)},
+		{name: "a not-done look just below", notDone: []time.Duration{ms(2150)}, doneAt: ms(2200), want: ms(2175)},
+		{name: "the highest of several below", notDone: []time.Duration{ms(1500), ms(1800)}, doneAt: ms(2200), want: ms(2000)},
+		{name: "not-done looks above are no bound", notDone: []time.Duration{ms(2900), ms(1800)}, doneAt: ms(2200), want: ms(2000)},
+		{name: "only not-done looks above", notDone: []time.Duration{ms(2900)}, doneAt: ms(2200), want: ms(1100)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLatencies()
 			for _, d := range tc.notDone {
-				l.observe(transitionCreate, d, d+step, step)
+				l.observe(transitionCreate, d, d+ms(10))
 			}
 			l.samples[transitionCreate] = nil
-			l.observe(transitionCreate, 0, tc.doneAt, step)
-			if got := l.samples[transitionCreate]; len(got) != 1 || got[0].d != tc.want {
+			l.observe(transitionCreate, 0, tc.doneAt)
+			if got := l.samples[transitionCreate]; len(got) != 1 || got[0] != tc.want {
 				t.Fatalf("samples %v, want [%v]", got, tc.want)
 			}
 		})
 	}
 }
 
-// TestLatenciesTakeBackRefutedSteps: a look that found the change not done
-// raises, by the step, the samples that were stepped a tick earlier than
-// their waits saw and lie below that look; samples measured between two
-// looks, and steps the look does not contradict, stay.
-func TestLatenciesTakeBackRefutedSteps(t *testing.T) {
-	const step = 100 * time.Millisecond
+// TestLatenciesFollowAShift: when the most recent samples all lie on one
+// side of the median, EC2 changed speed and the estimate is theirs; fewer
+// of them, or mixed ones, leave the median.
+func TestLatenciesFollowAShift(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	tests := []struct {
-		name    string
-		before  []latencySample
-		notDone time.Duration // the look that found the change not done
-		want    []latencySample
+		name   string
+		recent []time.Duration // after 20 samples of 2 s
+		want   time.Duration
 	}{
-		{
-			name:    "a step below the look is taken back",
-			before:  []latencySample{{d: ms(1950), stepped: step}},
-			notDone: ms(1990),
-			want:    []latencySample{{d: ms(2050)}},
-		},
-		{
-			name:    "a step above the look stands",
-			before:  []latencySample{{d: ms(2050), stepped: step}},
-			notDone: ms(1990),
-			want:    []latencySample{{d: ms(2050), stepped: step}},
-		},
-		{
-			name:    "a measured sample below the look stands",
-			before:  []latencySample{{d: ms(1950)}},
-			notDone: ms(1990),
-			want:    []latencySample{{d: ms(1950)}},
-		},
-		{
-			name:    "a sample taken back is not taken back twice",
-			before:  []latencySample{{d: ms(1950), stepped: step}},
-			notDone: ms(2200),
-			want:    []latencySample{{d: ms(2050)}},
-		},
+		{name: "faster", recent: []time.Duration{ms(500), ms(400), ms(600), ms(500), ms(450)}, want: ms(500)},
+		{name: "slower", recent: []time.Duration{ms(9000), ms(8000), ms(10000), ms(9500), ms(8500)}, want: ms(9000)},
+		{name: "too few to tell", recent: []time.Duration{ms(500), ms(400), ms(600), ms(500)}, want: ms(2000)},
+		{name: "mixed", recent: []time.Duration{ms(500), ms(400), ms(2500), ms(500), ms(450)}, want: ms(2000)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLatencies()
-			l.samples[transitionDetach] = slices.Clone(tc.before)
-			l.observe(transitionDetach, tc.notDone, tc.notDone+step, step)
-			got := l.samples[transitionDetach]
-			if len(got) != len(tc.want)+1 {
-				t.Fatalf("samples %v, want %v and the new one", got, tc.want)
+			for range 20 {
+				l.samples[transitionAttach] = append(l.samples[transitionAttach], ms(2000))
 			}
-			if !slices.Equal(got[:len(tc.want)], tc.want) {
-				t.Fatalf("earlier samples %v, want %v", got[:len(tc.want)], tc.want)
+			l.samples[transitionAttach] = append(l.samples[transitionAttach], tc.recent...)
+			if got, _ := l.expected(transitionAttach); got != tc.want {
+				t.Fatalf("estimate %v, want %v", got, tc.want)
 			}
 		})
 	}
 }
 
-// TestLatenciesFindTheEarliestTickInLockStep models waves of waits that all
-// start at one point of the grid, as a burst of requests sent together
-// does, for a change that takes 2.02 s, after the first wave's polling
-// bracketed it coarsely. Each wait looks as waitTransition does: when due,
-// then a step later, then poll intervals later (kept at 250 ms here, where
-// waitTransition lets them grow). Every look's time carries a call's round
-// trip (7 ms). Whatever the bracket, the estimate must bring the first look
-// to the earliest tick at which the change is done (2.1 s) within a few
-// waves; before, half a step below a look that found it done aligned up to
-// that same look, and every wave looked a tick or more late. And one wave
-// that looked too early must be enough: before stepped samples were taken
-// back, the median still pointed at the tick found too early, and the next
-// wave looked there again.
-func TestLatenciesFindTheEarliestTickInLockStep(t *testing.T) {
+// TestSchedulesLearnTheBackend models waves of ten waits sent together, as
+// a burst of requests is, each looking as its lookSchedule says and alone
+// (no other call's read comes in its windows), every look's answer a
+// round trip (7 ms) after it. From a fresh process, within a few waves
+// (two to four), every first look must come (and the RPC waiting for it end) no
+// later than a tenth over the change's time and 100 ms, for a backend
+// whose changes take the same time every time: slow, EBS-like, fast, or
+// done before the first look.
+func TestSchedulesLearnTheBackend(t *testing.T) {
 	const (
-		step    = 100 * time.Millisecond
-		poll    = 250 * time.Millisecond
-		trip    = 7 * time.Millisecond
-		latency = 2020 * time.Millisecond
-		wave    = 10
+		trip  = 7 * time.Millisecond
+		wave  = 10
+		waves = 8
 	)
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
-	tick := func(d time.Duration) time.Duration { return (d + step - 1) / step * step }
-	brackets := [][2]time.Duration{{ms(1700), ms(2600)}, {ms(1600), ms(2500)}, {ms(1900), ms(2200)}, {ms(2000), ms(2400)}, {ms(1500), ms(2300)}}
-	for _, first := range brackets {
-		l := newLatencies()
-		for range wave {
-			l.observe(transitionCreate, first[0]+trip, first[1]+trip, step)
-		}
-		early := 0 // looks that found the change not done
-		var look time.Duration
-		for range 8 {
-			d, _ := l.expected(transitionCreate)
-			look = tick(d)
-			for range wave {
-				if look >= latency {
-					l.observe(transitionCreate, 0, look+trip, step)
+	tests := []struct {
+		latency time.Duration
+		learnt  int // the wave from which every first look must be on time
+	}{
+		{latency: ms(10000), learnt: 2},
+		{latency: ms(2020), learnt: 2},
+		{latency: ms(300), learnt: 4},
+		{latency: 0, learnt: 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.latency.String(), func(t *testing.T) {
+			c := &ec2Cloud{cfg: Config{}.withDefaults(), latencies: newLatencies()}
+			sent := time.Unix(1000, 0)
+			for w := range waves {
+				var firstLooks []time.Duration
+				for range wave {
+					s := c.newLookSchedule(transitionCreate, sent)
+					var notDoneAt time.Duration
+					for {
+						at := s.until.Sub(sent) + trip
+						if s.looks == 0 {
+							firstLooks = append(firstLooks, at)
+						}
+						if at >= tc.latency {
+							c.latencies.observe(transitionCreate, notDoneAt, s.taughtDone(notDoneAt, at))
+							break
+						}
+						notDoneAt = at
+						s.next(sent.Add(at))
+					}
+				}
+				if w < tc.learnt {
 					continue
 				}
-				notDone, at := look, look+step
-				for early++; at < latency; early++ {
-					notDone, at = at, tick(at+poll)
+				// The aim for an RPC's median: a tenth over the change's
+				// time and 100 ms.
+				limit := tc.latency + tc.latency/10 + ms(100)
+				for _, at := range firstLooks {
+					if at > limit {
+						t.Errorf("wave %d: a first look at %v, want none after %v", w+1, at, limit)
+					}
 				}
-				l.observe(transitionCreate, notDone+trip, at+trip, step)
 			}
-		}
-		if look != ms(2100) {
-			t.Errorf("bracket %v: after 8 waves the first look is at %v, want 2.1s (the earliest tick after the change)", first, look)
-		}
-		if early > wave {
-			t.Errorf("bracket %v: %d looks came too early over 8 waves of %d, want at most one wave's worth", first, early, wave)
-		}
+		})
 	}
 }
 
@@ -208,11 +187,12 @@ func TestAlignUp(t *testing.T) {
 }
 
 // TestWaitTransitionLooksWhenDue: a wait for a change of a known latency
-// looks first when it is due, not at once, then a grid step later when the
-// change is not done yet, and learns from what it sees.
+// looks first when it is due, not at once, then a tenth of its time later
+// when the change is not done yet (it is imminent), and learns from what it
+// sees.
 func TestWaitTransitionLooksWhenDue(t *testing.T) {
-	c := &ec2Cloud{cfg: Config{PollInterval: 200 * time.Millisecond, PollMaxInterval: 400 * time.Millisecond, PollGrid: time.Millisecond}, latencies: newLatencies(), throttles: &throttleClock{}}
-	c.latencies.observe(transitionDetach, 290*time.Millisecond, 310*time.Millisecond, time.Millisecond)
+	c := &ec2Cloud{cfg: Config{PollInterval: 200 * time.Millisecond, PollMaxInterval: 400 * time.Millisecond, PollStep: time.Millisecond}, latencies: newLatencies(), throttles: &throttleClock{}}
+	c.latencies.observe(transitionDetach, 290*time.Millisecond, 310*time.Millisecond)
 	sent := time.Now()
 	var looks []time.Duration
 	err := c.waitTransition(context.Background(), transitionDetach, sent, func(context.Context) (bool, string, error) {
@@ -226,7 +206,7 @@ func TestWaitTransitionLooksWhenDue(t *testing.T) {
 		t.Fatalf("first look after %v, want none before the expected 300ms", looks[0])
 	}
 	if gap := looks[1] - looks[0]; gap >= 100*time.Millisecond {
-		t.Fatalf("second look %v after the first that was due, want a grid step (1ms), not a poll step (200ms)", gap)
+		t.Fatalf("second look %v after the first that was due, want a tenth of the time (30ms), not a poll step (200ms)", gap)
 	}
 	if len(c.latencies.samples[transitionDetach]) != 2 {
 		t.Fatal("the wait taught nothing")
@@ -245,8 +225,8 @@ func TestWaitTransitionLooksWhenDue(t *testing.T) {
 func TestWaitTransitionWhileThrottled(t *testing.T) {
 	const coarse = 300 * time.Millisecond
 	c := &ec2Cloud{cfg: Config{PollInterval: 10 * time.Millisecond, PollMaxInterval: 20 * time.Millisecond,
-		PollGrid: time.Millisecond, ThrottledPollGrid: coarse}, latencies: newLatencies(), throttles: &throttleClock{}}
-	c.latencies.observe(transitionAttach, 40*time.Millisecond, 60*time.Millisecond, time.Millisecond)
+		PollStep: time.Millisecond, ThrottledPollGrid: coarse}, latencies: newLatencies(), throttles: &throttleClock{}}
+	c.latencies.observe(transitionAttach, 40*time.Millisecond, 60*time.Millisecond)
 	c.throttles.throttled("CreateVolume", coarse)
 	sent := time.Now()
 	var looks []time.Time
@@ -263,31 +243,6 @@ func TestWaitTransitionWhileThrottled(t *testing.T) {
 	if tick := looks[0].Truncate(coarse).Add(coarse); looks[1].Before(tick) {
 		t.Errorf("second look %v after the first, want it at the next coarse tick (%v steps), not a fine one (1ms)",
 			looks[1].Sub(looks[0]), coarse)
-	}
-}
-
-// TestWaitTransitionSecondLookIsTheNextTick: when the look at the due time
-// finds the change not done, the next look is at the following grid tick,
-// even when the look's call took a good part of a step: counted from the
-// call's answer, the step skipped that tick and the wait saw the change a
-// whole tick late.
-func TestWaitTransitionSecondLookIsTheNextTick(t *testing.T) {
-	const grid = 200 * time.Millisecond
-	c := &ec2Cloud{cfg: Config{PollInterval: 10 * time.Millisecond, PollMaxInterval: 20 * time.Millisecond, PollGrid: grid},
-		latencies: newLatencies(), throttles: &throttleClock{}}
-	c.latencies.observe(transitionAttach, 40*time.Millisecond, 60*time.Millisecond, time.Millisecond)
-	var looks []time.Time
-	err := c.waitTransition(context.Background(), transitionAttach, time.Now(), func(context.Context) (bool, string, error) {
-		looks = append(looks, time.Now())
-		time.Sleep(grid * 3 / 10) // a slow batched call
-		return len(looks) == 2, "attaching", nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tick := looks[0].Truncate(grid)
-	if next := tick.Add(grid); looks[1].Before(next) || !looks[1].Before(next.Add(grid)) {
-		t.Fatalf("second look %v after the first look's tick, want at the next tick (%v after it)", looks[1].Sub(tick), grid)
 	}
 }
 
@@ -321,7 +276,7 @@ func TestWaitTransitionColdLooksOnALadder(t *testing.T) {
 // after the send.
 func coldLooks(t *testing.T, cfg Config, n int) []time.Duration {
 	t.Helper()
-	cfg.PollGrid = time.Millisecond
+	cfg.PollStep = time.Millisecond
 	c := &ec2Cloud{cfg: cfg, latencies: newLatencies(), throttles: &throttleClock{}}
 	sent := time.Now()
 	var looks []time.Duration
@@ -369,13 +324,13 @@ func TestThrottleClock(t *testing.T) {
 			if got := tcl.recent(now); got != tc.want {
 				t.Errorf("recent = %v, want %v", got, tc.want)
 			}
-			c := &ec2Cloud{cfg: Config{PollGrid: time.Millisecond, ThrottledPollGrid: time.Second}, throttles: &tcl}
-			want := time.Millisecond
+			c := &ec2Cloud{cfg: Config{ThrottledPollGrid: time.Second}, throttles: &tcl}
+			var want time.Duration
 			if tc.want {
 				want = time.Second
 			}
-			if got := c.pollGrid(); got != want {
-				t.Errorf("pollGrid = %v, want %v", got, want)
+			if got := c.throttledGrid(); got != want {
+				t.Errorf("throttledGrid = %v, want %v", got, want)
 			}
 		})
 	}
@@ -394,7 +349,7 @@ func TestWaitsLookWhenTheChangeIsDue(t *testing.T) {
 		Latencies: model.Latencies{VolumeCreate: latency, Attach: latency, Detach: latency},
 	})
 	cfg := testConfig()
-	cfg.PollGrid = 50 * time.Millisecond
+	cfg.PollStep = 50 * time.Millisecond
 	c := newCloud(t, env, cfg)
 	lifecycle := func(name string) int {
 		before := env.Calls("DescribeVolumes")
@@ -428,8 +383,8 @@ func TestWaitsLookWhenTheChangeIsDue(t *testing.T) {
 // estimate, and what the wait sees teaches nothing, since how long the
 // change took is unknown.
 func TestWaitTransitionWithoutSendTime(t *testing.T) {
-	c := &ec2Cloud{cfg: Config{PollInterval: 10 * time.Millisecond, PollMaxInterval: 20 * time.Millisecond, PollGrid: time.Millisecond}, latencies: newLatencies(), throttles: &throttleClock{}}
-	c.latencies.observe(transitionDetach, 2*time.Second, 2*time.Second, time.Millisecond)
+	c := &ec2Cloud{cfg: Config{PollInterval: 10 * time.Millisecond, PollMaxInterval: 20 * time.Millisecond, PollStep: time.Millisecond}, latencies: newLatencies(), throttles: &throttleClock{}}
+	c.latencies.observe(transitionDetach, 2*time.Second, 2*time.Second)
 	started := time.Now()
 	looks := 0
 	err := c.waitTransition(context.Background(), transitionDetach, time.Time{}, func(context.Context) (bool, string, error) {
@@ -483,7 +438,7 @@ func TestWaitsTimeTheChangeFromTheSend(t *testing.T) {
 	// transition (CI's make test once saw a third look at 50 ms); a wait
 	// that timed the change from before the hold would still look five
 	// times or more.
-	cfg.PollGrid = 200 * time.Millisecond
+	cfg.PollStep = 200 * time.Millisecond
 	cl, err := NewFromAWSConfig(awsCfg, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -503,7 +458,7 @@ func TestWaitsTimeTheChangeFromTheSend(t *testing.T) {
 	// Looks fall on the grid, so a create seen done may have been done up to
 	// a step earlier: the estimate may exceed the latency by that much (CI
 	// once saw 602 ms). Taught the hold too, it would be 1.4 s or more.
-	if d, _ := c.latencies.expected(transitionCreate); d > latency+2*cfg.PollGrid {
+	if d, _ := c.latencies.expected(transitionCreate); d > latency+2*cfg.PollStep {
 		t.Errorf("create estimate %v after two %v creates, one held back 1s before sending", d, latency)
 	}
 }

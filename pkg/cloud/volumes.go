@@ -375,8 +375,7 @@ func (c *ec2Cloud) sendCreate(ctx context.Context, req *volumeRequest, token str
 // error.
 func (c *ec2Cloud) waitVolumeAvailable(ctx context.Context, id string, sent, since time.Time) (*Volume, error) {
 	var vol *Volume
-	err := c.waitTransition(ctx, transitionCreate, sent, func(ctx context.Context) (bool, string, error) {
-		v, err := c.describeVolume(ctx, id)
+	err := c.waitVolume(ctx, transitionCreate, sent, id, func(v types.Volume, err error) (bool, string, error) {
 		if errors.Is(err, ErrNotFound) {
 			if waited := time.Since(since); waited > c.cfg.VisibilityTimeout {
 				return false, "", fmt.Errorf("volume %s is not in DescribeVolumes %s after it was asked for: %w",

@@ -16,10 +16,11 @@ import (
 )
 
 var (
-	profile = flag.String("bench.profile", "full", "full (make bench) or ci (a reduced run that prints the same rows)")
-	only    = flag.String("bench.only", "", "run only the sections whose names (P1 … P6) this regular expression matches")
-	outDir  = flag.String("bench.out", "", "where the raw data goes (default _output/bench/<start time>)")
-	latency = flag.String("bench.latency", "", "the emulator's latency profile for the lifecycle runs (instant, fixed, ebs, slow; default fixed)")
+	profile  = flag.String("bench.profile", "full", "full (make bench) or ci (a reduced run that prints the same rows)")
+	only     = flag.String("bench.only", "", "run only the sections whose names (P1 … P6) this regular expression matches")
+	outDir   = flag.String("bench.out", "", "where the raw data goes (default _output/bench/<start time>)")
+	latency  = flag.String("bench.latency", "", "the emulator's latency profile for the lifecycle runs that name none (instant, fixed, ebs, slow; default fixed)")
+	runNames = flag.String("bench.runs", "", "run only the lifecycle runs (P1/P2) whose names this regular expression matches")
 )
 
 // upstreamEnv names the environment variable that points at a binary of

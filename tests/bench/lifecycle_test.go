@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -295,6 +296,10 @@ func benchLifecycles(t *testing.T, r *report) {
 		{name: "500x100", lifecycles: 500, concurrency: 100},
 		{name: "500x100-throttled", lifecycles: 500, concurrency: 100, faults: throttled},
 		{name: "100x10-faults", lifecycles: 100, concurrency: 10, faults: faults},
+		{name: "100x10-instant", lifecycles: 100, concurrency: 10, latency: "instant"},
+		{name: "60x10-ebs", lifecycles: 60, concurrency: 10, latency: "ebs"},
+		{name: "60x10-ebs-faults", lifecycles: 60, concurrency: 10, latency: "ebs", faults: faults},
+		{name: "20x10-slow", lifecycles: 20, concurrency: 10, latency: "slow"},
 	}
 	if *profile == "ci" {
 		runs = []lifecycleRun{
@@ -308,10 +313,17 @@ func benchLifecycles(t *testing.T, r *report) {
 			t.Fatalf("-bench.latency: %v", err)
 		}
 		for i := range runs {
-			runs[i].latency = *latency
-			runs[i].name += "-" + *latency
+			if runs[i].latency == "" {
+				runs[i].latency = *latency
+				runs[i].name += "-" + *latency
+			}
 		}
 	}
+	pick, err := regexp.Compile(*runNames)
+	if err != nil {
+		t.Fatalf("-bench.runs: %v", err)
+	}
+	runs = slices.DeleteFunc(runs, func(r lifecycleRun) bool { return !pick.MatchString(r.name) })
 	kinds := []controllerKind{diskplaneController}
 	if bin := os.Getenv(upstreamEnv); bin != "" {
 		kinds = append(kinds, upstreamController(bin))

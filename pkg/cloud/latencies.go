@@ -1,0 +1,140 @@
+package cloud
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// transition names a state change EC2 makes in its own time after a
+// request: how long one takes is learned per kind.
+type transition string
+
+// The state changes the cloud layer waits for.
+const (
+	transitionCreate transition = "create" // creating → available
+	transitionAttach transition = "attach" // attaching → attached
+	transitionDetach transition = "detach" // detaching → detached
+	transitionModify transition = "modify" // modifying → optimizing
+)
+
+// latencySamples is how many recent waits of a kind the estimate is made
+// of: enough to ride out an outlier, few enough to follow EC2 when it slows
+// down or speeds up.
+const latencySamples = 25
+
+// shiftSamples is how many of the most recent samples, all far on one side
+// of the median (more than a third below it, or more than half above),
+// show that EC2 changed speed (or that a fresh process's first guesses
+// were far off): the estimate is then their median alone. Waits sent
+// together and seen together add their samples together, so a median of
+// latencySamples would take several such waves to follow. Against EBS-like
+// times that vary (a lognormal spread of 0.7), five in a row land that far
+// above the median about once in 600 waits.
+const shiftSamples = 5
+
+// latencies learns how long EC2 takes to make each kind of state change,
+// from the waits themselves, so that a wait looks first when the change is
+// due instead of polling from the start. It is safe for concurrent use.
+type latencies struct {
+	mu      sync.Mutex
+	samples map[transition][]time.Duration // most recent last
+	// notDone holds, per kind, the last look of each recent wait that found
+	// the change not done yet (most recent last): each is a time the change
+	// took longer than, which bounds how far below a first look's time the
+	// change can have been.
+	notDone map[transition][]time.Duration
+}
+
+func newLatencies() *latencies {
+	return &latencies{samples: map[transition][]time.Duration{}, notDone: map[transition][]time.Duration{}}
+}
+
+// expected returns how long changes of kind recently took: the median of
+// the recent samples, or of the last shiftSamples when they all lie far on
+// one side of it. It returns false when there are no samples yet.
+func (l *latencies) expected(kind transition) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.samples[kind]
+	if len(s) == 0 {
+		return 0, false
+	}
+	est := median(s)
+	if len(s) <= shiftSamples {
+		return est, true
+	}
+	recent := s[len(s)-shiftSamples:]
+	below, above := 0, 0
+	for _, d := range recent {
+		switch {
+		case d < est-est/3:
+			below++
+		case d > est+est/2:
+			above++
+		}
+	}
+	if below == shiftSamples || above == shiftSamples {
+		return median(recent), true
+	}
+	return est, true
+}
+
+// observe records a wait that saw the change done at doneAt after the
+// request, having seen it not done at notDoneAt (zero when the first look
+// found it done). The change happened in between; the midpoint is the
+// sample.
+//
+// A look that found the change done at once says only that it took no
+// longer; when that look was in a window that began at the estimate, the
+// caller passes the estimate as doneAt, since the change may well have been
+// done by then and a look later in the window only says the estimate may be
+// high. The sample is the midpoint between doneAt and the highest recent
+// not-done look of another wait below it, or half of doneAt when none is
+// below: against a steady EC2 the not-done looks of the other waits hem the
+// sample in close under the change, and against one that got faster (or
+// for a fresh process's first waits, which look early) the estimate halves
+// with each wave of waits, so that a fast backend is learnt in a few waits
+// rather than a step at a time.
+func (l *latencies) observe(kind transition, notDoneAt, doneAt time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var sample time.Duration
+	if notDoneAt > 0 {
+		sample = (notDoneAt + doneAt) / 2
+		l.notDone[kind] = keepRecent(l.notDone[kind], notDoneAt)
+	} else {
+		below, _ := highestBelow(l.notDone[kind], doneAt)
+		sample = (below + doneAt) / 2
+	}
+	l.samples[kind] = keepRecent(l.samples[kind], sample)
+}
+
+// median returns the middle of s (the upper one of an even count).
+func median(s []time.Duration) time.Duration {
+	sorted := slices.Clone(s)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2]
+}
+
+// keepRecent appends v to s and drops the oldest beyond latencySamples.
+func keepRecent[T any](s []T, v T) []T {
+	s = append(s, v)
+	if len(s) > latencySamples {
+		s = s[len(s)-latencySamples:]
+	}
+	return s
+}
+
+// highestBelow returns the largest of looks that is below at, or false when
+// none is.
+func highestBelow(looks []time.Duration, at time.Duration) (time.Duration, bool) {
+	var best time.Duration
+	found := false
+	for _, d := range looks {
+		if d < at && (!found || d > best) {
+			best, found = d, true
+		}
+	}
+	return best, found
+}

@@ -1,0 +1,134 @@
+package cloud
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
+)
+
+func volumeRead(id string, state types.VolumeState) types.Volume {
+	return types.Volume{VolumeId: aws.String(id), State: state}
+}
+
+// TestVolumeWatches: a watch gets the latest read of its volume answered
+// after the watch began, and not one from a call sent before (it may show
+// the volume as it was before the wait's request); the volumes other calls
+// ask for too are the visible watched ones those calls do not name.
+func TestVolumeWatches(t *testing.T) {
+	var ws volumeWatches
+	before := time.Now()
+	a := ws.watch("vol-a")
+	b := ws.watch("vol-b")
+	defer ws.unwatch(b)
+
+	ws.deliver([]types.Volume{volumeRead("vol-a", types.VolumeStateCreating)}, before, time.Now())
+	select {
+	case s := <-a.seen:
+		t.Fatalf("a read from a call sent before the watch was handed over: %v", s.volume.State)
+	default:
+	}
+	asked := time.Now()
+	ws.deliver([]types.Volume{volumeRead("vol-a", types.VolumeStateCreating)}, asked, time.Now())
+	ws.deliver([]types.Volume{volumeRead("vol-a", types.VolumeStateAvailable), volumeRead("vol-c", types.VolumeStateAvailable)}, asked, time.Now())
+	if s := <-a.seen; s.volume.State != types.VolumeStateAvailable {
+		t.Fatalf("watch got %s, want the latest read (available)", s.volume.State)
+	}
+
+	tests := []struct {
+		name  string
+		ids   []string
+		limit int
+		want  []string
+	}{
+		{name: "every visible watch", want: []string{"vol-a", "vol-b"}, limit: 10},
+		{name: "not those the call names", ids: []string{"vol-a"}, want: []string{"vol-b"}, limit: 10},
+		{name: "no room", ids: []string{"vol-x"}, limit: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ws.extras(tc.ids, tc.limit)
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("extras = %v, want %v", got, tc.want)
+			}
+		})
+	}
+
+	ws.hide([]string{"vol-b"})
+	if got := ws.extras(nil, 10); !slices.Equal(got, []string{"vol-a"}) {
+		t.Fatalf("extras after hiding vol-b = %v, want [vol-a]", got)
+	}
+	ws.deliver([]types.Volume{volumeRead("vol-b", types.VolumeStateAvailable)}, time.Now(), time.Now())
+	if got := ws.extras([]string{"vol-a"}, 10); !slices.Equal(got, []string{"vol-b"}) {
+		t.Fatalf("extras once a read found vol-b again = %v, want [vol-b]", got)
+	}
+	ws.unwatch(a)
+	if got := ws.extras(nil, 10); !slices.Equal(got, []string{"vol-b"}) {
+		t.Fatalf("extras after unwatching vol-a = %v, want [vol-b]", got)
+	}
+}
+
+// TestWaitTakesOtherCallsReads: a wait whose look falls due after reads of
+// its volume that other calls brought in takes them instead of calling:
+// one in its first window counts as its first look, and one that finds the
+// change done ends the wait.
+func TestWaitTakesOtherCallsReads(t *testing.T) {
+	c := &ec2Cloud{cfg: Config{PollStep: time.Millisecond, PollMaxInterval: time.Second}.withDefaults(), latencies: newLatencies(), throttles: &throttleClock{}}
+	c.latencies.observe(transitionAttach, 990*time.Millisecond, 1010*time.Millisecond)
+	sent := time.Now()
+	go func() {
+		time.Sleep(1050 * time.Millisecond) // in the first window (1 to 1.15 s)
+		c.watches.deliver([]types.Volume{volumeRead("vol-a", types.VolumeStateCreating)}, time.Now(), time.Now())
+		time.Sleep(30 * time.Millisecond) // before the wait's next look is due (a tenth of 1.05 s later)
+		c.watches.deliver([]types.Volume{volumeRead("vol-a", types.VolumeStateAvailable)}, time.Now(), time.Now())
+	}()
+	w := c.watches.watch("vol-a")
+	defer c.watches.unwatch(w)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	calls := 0
+	err := c.await(ctx, transitionAttach, sent, w, func(_ context.Context, seen *seenVolume) (bool, string, error) {
+		if seen == nil {
+			calls++
+			return false, "attaching", nil
+		}
+		return seen.volume.State == types.VolumeStateAvailable, string(seen.volume.State), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(sent); took < 1080*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("the wait took %v, want it to end with the read that found the change done (1.08 s)", took)
+	}
+	if calls != 0 {
+		t.Fatalf("%d calls of its own", calls)
+	}
+}
+
+// TestWatchedVolumeGoneDoesNotFailOthers: a watched volume that EC2 no
+// longer shows, asked for along with another call's volume, does not fail
+// that call: the call is made again without it, and it is asked for no
+// more until a read finds it.
+func TestWatchedVolumeGoneDoesNotFailOthers(t *testing.T) {
+	t.Parallel()
+	c, env := startEmulator(t, emulatortest.Options{}, "counts its calls on the emulator's metrics")
+	v := mustCreate(t, c, "asked-for", &CreateVolumeOptions{SizeGiB: 1, Zone: "us-east-1a"})
+	gone := c.watches.watch("vol-0123456789abcdef0")
+	defer c.watches.unwatch(gone)
+	before := env.Calls("DescribeVolumes")
+	if _, err := c.GetVolume(testContext(t), v.ID); err != nil {
+		t.Fatalf("GetVolume beside a watched volume that does not exist = %v", err)
+	}
+	if n := env.Calls("DescribeVolumes") - before; n != 2 {
+		t.Errorf("%d DescribeVolumes calls, want 2 (with the watched volume, then without)", n)
+	}
+	if got := c.watches.extras(nil, 10); len(got) != 0 {
+		t.Errorf("extras after the failed call = %v, want none", got)
+	}
+}
