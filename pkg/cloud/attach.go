@@ -119,6 +119,10 @@ func (c *ec2Cloud) attachAs(ctx context.Context, volumeID, instanceID string, le
 	if d := aws.ToString(out.Device); d != "" {
 		device = d
 	}
+	if out.State == types.VolumeAttachmentStateAttached {
+		c.doneInAnswer(transitionAttach, "volumeID", volumeID, "instanceID", instanceID, "device", device)
+		return device, nil
+	}
 	sent := sentAt(out.ResultMetadata, called)
 	device, err = c.waitAttached(ctx, volumeID, instanceID, device, sent, sent, shared)
 	if errors.Is(err, errAttachStuck) {
@@ -205,9 +209,13 @@ func (c *ec2Cloud) DetachVolume(ctx context.Context, volumeID, instanceID string
 		VolumeId: aws.String(volumeID), InstanceId: aws.String(instanceID),
 	}, c.retry.use(opDetachVolume))
 	var sent time.Time // zero: an earlier detach is running, not timed here
-	if err == nil {
+	switch {
+	case err == nil && out.State == types.VolumeAttachmentStateDetached:
+		c.doneInAnswer(transitionDetach, "volumeID", volumeID, "instanceID", instanceID)
+		return nil
+	case err == nil:
 		sent = sentAt(out.ResultMetadata, called)
-	} else {
+	default:
 		switch errorCode(err) {
 		case codeIncorrectState, "InvalidAttachment.NotFound":
 			// Not attached to the instance, or a detach already running:

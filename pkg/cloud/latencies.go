@@ -80,6 +80,23 @@ func (l *latencies) expected(kind transition) (time.Duration, bool) {
 	return est, true
 }
 
+// steady reports whether changes of kind recently took about the same time
+// each (the middle half of the samples within a fifth of their median and
+// 50 ms), as on a backend with fixed times, or varied, as EBS's do. Before
+// there are enough samples to tell it reports true.
+func (l *latencies) steady(kind transition) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.samples[kind]
+	if len(s) < shiftSamples {
+		return true
+	}
+	sorted := slices.Clone(s)
+	slices.Sort(sorted)
+	q25, q50, q75 := sorted[len(sorted)/4], sorted[len(sorted)/2], sorted[len(sorted)*3/4]
+	return q75-q25 <= q50/5+50*time.Millisecond
+}
+
 // observe records a wait that saw the change done at doneAt after the
 // request, having seen it not done at notDoneAt (zero when the first look
 // found it done). The change happened in between; the midpoint is the

@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go/middleware"
+	"k8s.io/klog/v2"
 
 	"github.com/diskplane/diskplane/pkg/cloud/apimetrics"
 )
@@ -99,6 +100,16 @@ func (c *ec2Cloud) await(ctx context.Context, kind transition, sent time.Time, w
 	}
 }
 
+// doneInAnswer records a change that EC2's answer to its request already
+// shows done, as an EC2-API cloud whose changes are instant answers (moto
+// does): there is nothing to wait for, and the estimate learns that changes
+// of the kind take no time, so that the waits of those that do not show done
+// look at once. keysAndValues name the resource in the log.
+func (c *ec2Cloud) doneInAnswer(kind transition, keysAndValues ...any) {
+	c.latencies.observe(kind, 0, 0)
+	klog.V(2).InfoS("EC2's answer shows the change done; nothing to wait for", append([]any{"change", kind}, keysAndValues...)...)
+}
+
 // awaitRead waits until until, and returns nil, or until w (when not nil)
 // hands over a read answered after taken, and returns it. It fails only
 // when ctx ends first.
@@ -135,6 +146,9 @@ type lookSchedule struct {
 	// kind recently took); otherwise the wait climbs the cold ladder.
 	estimated bool
 	estimate  time.Duration
+	// steady: changes of the kind recently took about the same time each
+	// (see latencies.steady).
+	steady bool
 	// looks counts the windows passed.
 	looks int
 	// cold is the cold ladder's current rung, after the send; pause the
@@ -161,8 +175,11 @@ func (c *ec2Cloud) newLookSchedule(kind transition, sent time.Time) *lookSchedul
 	case !s.learn:
 		s.from, s.until = time.Now(), time.Now()
 	case ok:
-		s.estimated, s.estimate = true, e
+		s.estimated, s.estimate, s.steady = true, e, c.latencies.steady(kind)
 		s.from = sent.Add(e)
+		if !s.steady {
+			s.from = sent.Add(e - e/10)
+		}
 		s.until = sent.Add(e + e/10 + c.cfg.PollStep/2)
 	default:
 		s.from, s.until = sent.Add(s.cold/2), sent.Add(s.cold)
@@ -201,7 +218,7 @@ func (s *lookSchedule) next(at time.Time) {
 	case !s.learn:
 		step = s.pause
 		s.pause = min(s.pause+s.pause/2, s.cfg.PollMaxInterval)
-	case s.estimated && s.looks == 1:
+	case s.estimated && s.steady && s.looks == 1:
 		step = max(elapsed/10, s.cfg.PollStep)
 	case s.estimated:
 		step = min(max(elapsed/3, s.cfg.PollStep), s.cfg.PollMaxInterval)

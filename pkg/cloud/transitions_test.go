@@ -105,6 +105,32 @@ func TestLatenciesFollowAShift(t *testing.T) {
 	}
 }
 
+// TestLatenciesSteady: a kind whose recent changes took about the same time
+// each is steady; one whose times vary as EBS's do is not; too few samples
+// to tell count as steady.
+func TestLatenciesSteady(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	tests := []struct {
+		name    string
+		samples []time.Duration
+		want    bool
+	}{
+		{name: "fixed times", samples: []time.Duration{ms(1990), ms(2010), ms(2000), ms(2020), ms(1980), ms(2000)}, want: true},
+		{name: "instant", samples: []time.Duration{ms(3), ms(20), ms(9), ms(40), ms(0), ms(12)}, want: true},
+		{name: "EBS-like spread", samples: []time.Duration{ms(1200), ms(2000), ms(3100), ms(1800), ms(4500), ms(2600), ms(900), ms(7000)}, want: false},
+		{name: "too few", samples: []time.Duration{ms(500), ms(5000)}, want: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLatencies()
+			l.samples[transitionDetach] = tc.samples
+			if got := l.steady(transitionDetach); got != tc.want {
+				t.Fatalf("steady = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestSchedulesLearnTheBackend models waves of ten waits sent together, as
 // a burst of requests is, each looking as its lookSchedule says and alone
 // (no other call's read comes in its windows), every look's answer a

@@ -243,6 +243,10 @@ func (c *ec2Cloud) createWithTokens(ctx context.Context, req *volumeRequest) (*V
 		if err != nil {
 			return nil, err
 		}
+		if created.State == volumeAvailable {
+			c.doneInAnswer(transitionCreate, "volumeID", created.ID)
+			return created, nil
+		}
 		vol, err := c.waitVolumeAvailable(ctx, created.ID, sent, answered)
 		if errors.Is(err, errVolumeLost) {
 			return nil, c.volumeFailed(ctx, req, n, vol, err)

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/diskplane/diskplane/pkg/emulator/model"
+	"github.com/diskplane/diskplane/pkg/testutil/motoserver"
 )
 
 // latencies are the state-change times of a run's emulator: its latency
@@ -36,8 +37,11 @@ func (run lifecycleRun) latencies(t testing.TB) model.Latencies {
 	return l
 }
 
-// latencyProfile is the run's profile name.
+// latencyProfile is the run's profile name: moto's changes are instant.
 func (run lifecycleRun) latencyProfile() string {
+	if run.moto {
+		return "instant"
+	}
 	if run.latency == "" {
 		return "fixed"
 	}
@@ -59,15 +63,15 @@ const zone = "us-east-1a"
 // controllerKind is a CSI controller the lifecycle runs drive.
 type controllerKind struct {
 	name string
-	// start runs the controller against the emulator and returns its
-	// process and CSI endpoint.
-	start func(t *testing.T, dir string, e *emulator) (*process, string)
+	// start runs the controller with env (the SDK variables that point it
+	// at the run's EC2) and returns its process and CSI endpoint.
+	start func(t *testing.T, dir string, env []string) (*process, string)
 }
 
 // diskplaneController is Diskplane's controller as its chart runs it.
-var diskplaneController = controllerKind{name: "Diskplane", start: func(t *testing.T, dir string, e *emulator) (*process, string) {
+var diskplaneController = controllerKind{name: "Diskplane", start: func(t *testing.T, dir string, env []string) (*process, string) {
 	endpoint := "unix://" + dir + "/diskplane.sock"
-	p := start(t, dir, "diskplane-controller", binary(t, "diskplane"), awsEnv(e),
+	p := start(t, dir, "diskplane-controller", binary(t, "diskplane"), env,
 		"--mode=controller", "--endpoint="+endpoint, "--v=2")
 	return p, endpoint
 }}
@@ -75,9 +79,9 @@ var diskplaneController = controllerKind{name: "Diskplane", start: func(t *testi
 // upstreamController is the upstream AWS EBS CSI driver's controller with
 // batching on, as its Helm chart ships it.
 func upstreamController(bin string) controllerKind {
-	return controllerKind{name: "upstream", start: func(t *testing.T, dir string, e *emulator) (*process, string) {
+	return controllerKind{name: "upstream", start: func(t *testing.T, dir string, env []string) (*process, string) {
 		endpoint := "unix://" + dir + "/upstream.sock"
-		p := start(t, dir, "upstream-controller", bin, awsEnv(e), "controller", "--endpoint="+endpoint, "--batching=true", "--v=2")
+		p := start(t, dir, "upstream-controller", bin, env, "controller", "--endpoint="+endpoint, "--batching=true", "--v=2")
 		return p, endpoint
 	}}
 }
@@ -97,6 +101,10 @@ type lifecycleRun struct {
 	faults []string
 	// latency is the emulator's latency profile; empty means fixed.
 	latency string
+	// moto runs the lifecycles against moto_server instead of the emulator
+	// (see motoBackend), after warmup lifecycles that are not measured.
+	moto   bool
+	warmup int
 }
 
 // lifecycleResult is what one run of one controller measured.
@@ -105,8 +113,10 @@ type lifecycleResult struct {
 	Run         string `json:"run"`
 	Lifecycles  int    `json:"lifecycles"`
 	Concurrency int    `json:"concurrency"`
+	Warmup      int    `json:"warmup,omitempty"`
 	// LatencyProfile names the emulator's latencies, Latency gives them.
 	LatencyProfile string                     `json:"latencyProfile"`
+	Backend        string                     `json:"backend"`
 	Latency        model.Latencies            `json:"latency"`
 	Latencies      map[string][]time.Duration `json:"latencies"` // RPC -> every call's time to success
 	Failures       map[string]int             `json:"failures"`  // RPC -> attempts that failed
@@ -128,13 +138,21 @@ const (
 // concurrent attachments stay far below each one's limit.
 const instances = 10
 
-// runLifecycles starts a fresh emulator (state only, the run's latency
-// profile, the same draws for every controller) and
-// the controller, and drives run.lifecycles create → publish → unpublish →
-// delete lifecycles through it, run.concurrency at a time, retrying a failed
-// call as a sidecar would.
-func runLifecycles(t *testing.T, dir string, kind controllerKind, run lifecycleRun) lifecycleResult {
-	t.Helper()
+// backend is the EC2 a lifecycle run drives.
+type backend struct {
+	name string
+	// env points a controller at it through the SDK's standard variables.
+	env []string
+	// nodes are its instances, which the lifecycles attach volumes to.
+	nodes []string
+	// calls returns the EC2 requests it answered so far, by action, and
+	// those it answered with an error, by action and code.
+	calls func(t *testing.T) (byAction, errors map[string]int)
+}
+
+// emulatorBackend starts a fresh ec2-emulator for a run: state only, the
+// run's latency profile, the same draws for every controller.
+func emulatorBackend(t *testing.T, dir, name string, run lifecycleRun) backend {
 	args := []string{"--no-devices", "--data-dir=", "--zones=" + zone + "=use1-az1", "--modifications-per-day=-1"}
 	var nodes []string
 	for i := range instances {
@@ -146,53 +164,76 @@ func runLifecycles(t *testing.T, dir string, kind controllerKind, run lifecycleR
 		}
 		args = append(args, spec)
 	}
-	// The same draws of varying latencies for every controller.
 	args = append(args, "--latency-profile="+run.latencyProfile(), "--latency-seed=1")
-	e := startEmulator(t, dir, "emulator-"+kind.name, append(args, run.faults...)...)
-	ctrl, endpoint := kind.start(t, dir, e)
+	e := startEmulator(t, dir, "emulator-"+name, append(args, run.faults...)...)
+	return backend{name: "ec2-emulator", env: awsEnv(e), nodes: nodes, calls: e.calls}
+}
+
+// runLifecycles starts a fresh backend (see emulatorBackend, motoBackend)
+// and the controller, and drives run.lifecycles create → publish →
+// unpublish → delete lifecycles through it, run.concurrency at a time,
+// retrying a failed call as a sidecar would, after run.warmup lifecycles
+// it does not measure.
+func runLifecycles(t *testing.T, dir string, kind controllerKind, run lifecycleRun) lifecycleResult {
+	t.Helper()
+	var b backend
+	if run.moto {
+		b = motoBackend(t)
+	} else {
+		b = emulatorBackend(t, dir, kind.name, run)
+	}
+	ctrl, endpoint := kind.start(t, dir, b.env)
 	conn := dial(t, endpoint)
 	client := csi.NewControllerClient(conn)
 	waitFor(t, kind.name+" controller to answer", time.Minute, func() bool {
 		_, err := csi.NewIdentityClient(conn).Probe(context.Background(), &csi.ProbeRequest{})
 		return err == nil
 	})
-	before, _ := e.calls(t)
+	drive := func(prefix string, lifecycles int, record func(string, time.Duration, int)) {
+		work := make(chan int)
+		var wg sync.WaitGroup
+		for range run.concurrency {
+			wg.Go(func() {
+				for i := range work {
+					lifecycle(t, client, fmt.Sprintf("%s-%d", prefix, i), b.nodes[i%len(b.nodes)], record)
+				}
+			})
+		}
+		for i := range lifecycles {
+			work <- i
+		}
+		close(work)
+		wg.Wait()
+	}
+	drive("warmup-"+run.name, run.warmup, func(string, time.Duration, int) {})
+	before, errsBefore := b.calls(t)
 	cpu := sample(t, ctrl)
 
-	res := lifecycleResult{Controller: kind.name, Run: run.name, Lifecycles: run.lifecycles, Concurrency: run.concurrency,
-		LatencyProfile: run.latencyProfile(), Latency: run.latencies(t), Latencies: map[string][]time.Duration{}, Failures: map[string]int{}}
+	res := lifecycleResult{Controller: kind.name, Run: run.name, Lifecycles: run.lifecycles, Concurrency: run.concurrency, Warmup: run.warmup,
+		LatencyProfile: run.latencyProfile(), Backend: b.name, Latency: run.latencies(t),
+		Latencies: map[string][]time.Duration{}, Failures: map[string]int{}}
 	var mu sync.Mutex
-	record := func(rpc string, d time.Duration, failures int) {
+	started := time.Now()
+	drive("bench-"+run.name, run.lifecycles, func(rpc string, d time.Duration, failures int) {
 		mu.Lock()
 		defer mu.Unlock()
 		res.Latencies[rpc] = append(res.Latencies[rpc], d)
 		res.Failures[rpc] += failures
-	}
-	work := make(chan int)
-	var wg sync.WaitGroup
-	started := time.Now()
-	for range run.concurrency {
-		wg.Go(func() {
-			for i := range work {
-				lifecycle(t, client, fmt.Sprintf("bench-%s-%d", run.name, i), nodes[i%len(nodes)], record)
-			}
-		})
-	}
-	for i := range run.lifecycles {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	})
 	res.Wall = time.Since(started)
 	res.Usage = cpu.end()
-	after, errs := e.calls(t)
-	res.Calls = map[string]int{}
+	after, errs := b.calls(t)
+	res.Calls, res.Errors = map[string]int{}, map[string]int{}
 	for action, n := range after {
 		if d := n - before[action]; d > 0 {
 			res.Calls[action] = d
 		}
 	}
-	res.Errors = errs
+	for code, n := range errs {
+		if d := n - errsBefore[code]; d > 0 {
+			res.Errors[code] = d
+		}
+	}
 	return res
 }
 
@@ -300,6 +341,7 @@ func benchLifecycles(t *testing.T, r *report) {
 		{name: "60x10-ebs", lifecycles: 60, concurrency: 10, latency: "ebs"},
 		{name: "60x10-ebs-faults", lifecycles: 60, concurrency: 10, latency: "ebs", faults: faults},
 		{name: "20x10-slow", lifecycles: 20, concurrency: 10, latency: "slow"},
+		{name: "40x5-moto", lifecycles: 40, concurrency: 5, warmup: 20, moto: true},
 	}
 	if *profile == "ci" {
 		runs = []lifecycleRun{
@@ -313,7 +355,7 @@ func benchLifecycles(t *testing.T, r *report) {
 			t.Fatalf("-bench.latency: %v", err)
 		}
 		for i := range runs {
-			if runs[i].latency == "" {
+			if runs[i].latency == "" && !runs[i].moto {
 				runs[i].latency = *latency
 				runs[i].name += "-" + *latency
 			}
@@ -324,6 +366,14 @@ func benchLifecycles(t *testing.T, r *report) {
 		t.Fatalf("-bench.runs: %v", err)
 	}
 	runs = slices.DeleteFunc(runs, func(r lifecycleRun) bool { return !pick.MatchString(r.name) })
+	if !motoAvailable() {
+		runs = slices.DeleteFunc(runs, func(r lifecycleRun) bool {
+			if r.moto {
+				t.Logf("NOT RUN: %s needs %s on PATH (pip install 'moto[server]==5.2.1')", r.name, motoserver.Command)
+			}
+			return r.moto
+		})
+	}
 	kinds := []controllerKind{diskplaneController}
 	if bin := os.Getenv(upstreamEnv); bin != "" {
 		kinds = append(kinds, upstreamController(bin))
@@ -364,7 +414,10 @@ func lifecycleRows(res lifecycleResult) []row {
 	case strings.Contains(res.Run, "-faults"):
 		section += ", throttled, 5% 5xx"
 	}
-	if res.LatencyProfile != "fixed" {
+	switch {
+	case res.Backend == motoBackendName:
+		section += fmt.Sprintf(", moto_server (after %d to warm up)", res.Warmup)
+	case res.LatencyProfile != "fixed":
 		section += ", " + res.LatencyProfile + " latencies"
 	}
 	var rows []row
