@@ -3,9 +3,7 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -92,14 +90,11 @@ func startCountingProxy(t *testing.T, target string) *countingProxy {
 		return nil
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
+		action, err := motoserver.RequestAction(r)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		form, _ := url.ParseQuery(string(body))
-		action := form.Get("Action")
 		p.mu.Lock()
 		p.byAct[action]++
 		p.mu.Unlock()

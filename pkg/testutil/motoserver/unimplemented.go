@@ -36,14 +36,12 @@ func front(backend string) (*http.Server, string, error) {
 	}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
+		action, err := RequestAction(r)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		form, _ := url.ParseQuery(string(body))
-		if action := form.Get("Action"); Unimplemented[action] {
+		if Unimplemented[action] {
 			w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?>`+
@@ -55,4 +53,16 @@ func front(backend string) (*http.Server, string, error) {
 	})}
 	go func() { _ = srv.Serve(l) }()
 	return srv, "http://" + l.Addr().String(), nil
+}
+
+// RequestAction returns the action an EC2 Query API request names, and
+// leaves its body to be read again (by a proxy passing it on).
+func RequestAction(r *http.Request) (string, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return "", err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	form, _ := url.ParseQuery(string(body))
+	return form.Get("Action"), nil
 }
