@@ -60,9 +60,9 @@ type Config struct {
 	// share.
 	ColdFirstLook time.Duration
 	// PollStep is the shortest step between two looks of a wait (default
-	// 100ms); a wait's first look at a change's estimated time may come
-	// half of it later than the estimate, to share a call with others due
-	// then.
+	// 100ms). The window of a wait's first look at a change's estimated
+	// time ends a tenth of the estimate and half a PollStep after it, so
+	// that waits due about then share a call.
 	PollStep time.Duration
 	// ThrottledPollGrid aligns the waits' looks while EC2 throttles this
 	// process's requests, until 30s after the last throttled one (default

@@ -141,8 +141,9 @@ func (c *ec2Cloud) describeVolume(ctx context.Context, id string) (types.Volume,
 // describeVolumesByID looks up ids, and with them the volumes the waits
 // watch (see volumeWatches), whose reads it hands to those waits. When
 // asking for the watched volumes too fails the call for a volume EC2 does
-// not show (deleted meanwhile), they are asked for no more until a read
-// finds them, and ids are looked up again alone.
+// not show (deleted meanwhile, or just created and not in its reads yet),
+// they are asked for no more until a read finds them, and ids are looked
+// up again alone.
 func (c *ec2Cloud) describeVolumesByID(ctx context.Context, ids []string) (map[string]batcher.Result[types.Volume], error) {
 	extras := c.watches.extras(ids, describeVolumesPageMax-len(ids))
 	out, err := c.describeVolumesAndDeliver(ctx, append(slices.Clone(ids), extras...))

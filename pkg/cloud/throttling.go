@@ -18,8 +18,8 @@ const throttledHold = 30 * time.Second
 // throttleClock remembers when EC2 last refused a request of this process
 // for exceeding the account's request rate (any API). While it does, the
 // requests the SDK holds back leave at their own moments instead of
-// together, and the waits that follow them rarely fall due on the same
-// tick of the fine poll grid; the waits then look on a coarser one (see
+// together, and the waits that follow them fall due too far apart to share
+// their reads; the waits' own looks are then aligned to a coarse grid (see
 // throttledGrid). It is safe for concurrent use.
 type throttleClock struct {
 	last atomic.Int64 // Unix nanoseconds of the last throttling answer; 0: none
