@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 )
 
 // readyTimeout bounds the waits for the pods and the registration; an
@@ -205,22 +206,13 @@ func patchNode(t *testing.T, client kubernetes.Interface, node, patch, key strin
 // from a cleanup, when the test's context has ended).
 func restoreNode(t *testing.T, node string) {
 	t.Helper()
-	ctx := context.Background()
-	n, err := env.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	err := updateNode(env.client, node, func(n *corev1.Node) bool {
+		delete(n.Labels, "diskplane-e2e/forbidden")
+		n.OwnerReferences, n.Finalizers = nil, nil
+		n.Spec.Taints = withoutTaint(n.Spec.Taints, "diskplane-e2e/forbidden")
+		return true
+	})
 	if err != nil {
-		t.Errorf("restore node %s: %v", node, err)
-		return
-	}
-	delete(n.Labels, "diskplane-e2e/forbidden")
-	n.OwnerReferences, n.Finalizers = nil, nil
-	var kept []corev1.Taint
-	for _, taint := range n.Spec.Taints {
-		if taint.Key != "diskplane-e2e/forbidden" {
-			kept = append(kept, taint)
-		}
-	}
-	n.Spec.Taints = kept
-	if _, err := env.client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Errorf("restore node %s: %v", node, err)
 	}
 }
@@ -228,24 +220,41 @@ func restoreNode(t *testing.T, node string) {
 // removeTaint removes the taints with key from a Node as the admin (from a
 // cleanup too).
 func removeTaint(t *testing.T, client kubernetes.Interface, node, key string) {
-	n, err := client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	err := updateNode(client, node, func(n *corev1.Node) bool {
+		kept := withoutTaint(n.Spec.Taints, key)
+		changed := len(kept) != len(n.Spec.Taints)
+		n.Spec.Taints = kept
+		return changed
+	})
 	if err != nil {
-		t.Errorf("node %s: %v", node, err)
-		return
+		t.Errorf("remove taint %s from node %s: %v", key, node, err)
 	}
+}
+
+// updateNode reads a Node, lets change edit it (false: nothing to write) and
+// writes it back, again from a fresh read when the write conflicts: the
+// cluster's node lifecycle controller updates Nodes too (a CI run lost a
+// restore to its write in between).
+func updateNode(client kubernetes.Interface, node string, change func(*corev1.Node) bool) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil || !change(n) {
+			return err
+		}
+		_, err = client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// withoutTaint returns taints without those with key.
+func withoutTaint(taints []corev1.Taint, key string) []corev1.Taint {
 	var kept []corev1.Taint
-	for _, taint := range n.Spec.Taints {
+	for _, taint := range taints {
 		if taint.Key != key {
 			kept = append(kept, taint)
 		}
 	}
-	if len(kept) == len(n.Spec.Taints) {
-		return
-	}
-	n.Spec.Taints = kept
-	if _, err := client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
-		t.Errorf("remove taint %s from node %s: %v", key, node, err)
-	}
+	return kept
 }
 
 // pluginClient is a client with what the node plugin's pod has: a token of
