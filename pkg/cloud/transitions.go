@@ -160,9 +160,10 @@ type lookSchedule struct {
 // newLookSchedule returns the schedule of a wait for a change of kind sent
 // at sent (zero: found under way) with its first window:
 //   - a change of a kind whose time is estimated is first looked at when it
-//     is due, from the estimate to a tenth of it and half a PollStep later:
-//     of the waits it ends, most end there (the estimate is the median), and
-//     the window lets waits due a moment apart share a call;
+//     is due, from the estimate (a tenth before it when the kind's times
+//     vary: see latencies.steady) to a tenth after it and half a PollStep
+//     more: of the waits it ends, most end there (the estimate is the
+//     median), and the window lets waits due a moment apart share a call;
 //   - a change of a kind no wait of this process has seen yet climbs a
 //     ladder from ColdFirstLook after the send, each rung half as late
 //     again (see next): the first waits after a start are few, and their
@@ -200,13 +201,13 @@ func (s *lookSchedule) taughtDone(notDoneAt, doneAt time.Duration) time.Duration
 
 // next moves the schedule on after a look at at that found the change not
 // done; any read that comes after at counts as the next look:
-//   - after the first look at the estimate, the change is imminent: the
-//     next look is a tenth of the time since the send later (at least a
-//     PollStep);
-//   - after later ones, a third of the time since the send (at most
-//     PollMaxInterval): a change seen that late is seen at most a third
-//     later than it happened, and a slow one costs a look per third of its
-//     time, most of them shared with other waits;
+//   - after the first look at the estimate of a kind whose times are
+//     steady, the change is imminent: the next look is a tenth of the time
+//     since the send later (at least a PollStep);
+//   - otherwise, and after later looks, a third of the time since the send
+//     (at most PollMaxInterval): a change seen that late is seen at most a
+//     third later than it happened, and a slow one costs a look per third of
+//     its time, most of them shared with other waits;
 //   - on the cold ladder, the next rung is half as late again after the
 //     send as the last (at most PollMaxInterval further);
 //   - a wait that does not learn looks PollInterval later, the step growing

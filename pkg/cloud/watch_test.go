@@ -7,9 +7,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
+	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
 func volumeRead(id string, state types.VolumeState) types.Volume {
@@ -130,5 +133,78 @@ func TestWatchedVolumeGoneDoesNotFailOthers(t *testing.T) {
 	}
 	if got := c.watches.extras(nil, 10); len(got) != 0 {
 		t.Errorf("extras after the failed call = %v, want none", got)
+	}
+}
+
+// answerDone is SDK middleware that rewrites the answers to CreateVolume,
+// AttachVolume and DetachVolume to show the change done, as an EC2-API
+// cloud whose changes are instant answers.
+func answerDone(stack *middleware.Stack) error {
+	m := middleware.InitializeMiddlewareFunc("test/answer-done", func(ctx context.Context, in middleware.InitializeInput,
+		next middleware.InitializeHandler,
+	) (middleware.InitializeOutput, middleware.Metadata, error) {
+		out, md, err := next.HandleInitialize(ctx, in)
+		switch r := out.Result.(type) {
+		case *ec2.CreateVolumeOutput:
+			r.State = types.VolumeStateAvailable
+		case *ec2.AttachVolumeOutput:
+			r.State = types.VolumeAttachmentStateAttached
+		case *ec2.DetachVolumeOutput:
+			r.State = types.VolumeAttachmentStateDetached
+		}
+		return out, md, err
+	})
+	return stack.Initialize.Add(m, middleware.Before)
+}
+
+// TestAnswerShowingDoneIsNotWaitedFor: a create, attach or detach whose
+// answer shows the change done returns without a look of its own, and the
+// estimate learns that such changes take no time.
+func TestAnswerShowingDoneIsNotWaitedFor(t *testing.T) {
+	t.Parallel()
+	emulatorOnly(t, "answers creates as available itself; the test rewrites the emulator's answers")
+	const create = time.Second
+	env := emulatortest.Start(t, emulatortest.Options{Latencies: model.Latencies{VolumeCreate: create, Attach: 5 * time.Second, Detach: 5 * time.Second}})
+	awsCfg := env.AWSConfig("AKIDTEST", "test-secret")
+	awsCfg.APIOptions = append(awsCfg.APIOptions, answerDone)
+	cl, err := NewFromAWSConfig(awsCfg, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	c := cl.(*ec2Cloud)
+	ctx := testContext(t)
+	inst := env.LocalInstance().ID
+	started := time.Now()
+	v := mustCreate(t, c, "answered-done", &CreateVolumeOptions{SizeGiB: 1, Zone: "us-east-1a"})
+	if took := time.Since(started); took >= create {
+		t.Errorf("the create took %v: it waited for the emulator's change (%v)", took, create)
+	}
+	if v.State != volumeAvailable {
+		t.Fatalf("volume %s, want available as the answer said", v.State)
+	}
+	time.Sleep(create)                      // the emulator's volume is available by now, so that it can be attached
+	raw, err := c.describeVolume(ctx, v.ID) // the publish's read of the volume
+	if err != nil {
+		t.Fatal(err)
+	}
+	started = time.Now()
+	before := env.Calls("DescribeVolumes")
+	if _, err := c.AttachVolume(ctx, v.ID, inst, AttachOptions{Read: toVolume(raw)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DetachVolume(ctx, v.ID, inst); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(started); took > 4*time.Second {
+		t.Errorf("the attach and the detach took %v: they waited for the emulator's 5 s changes", took)
+	}
+	if n := env.Calls("DescribeVolumes") - before; n != 0 {
+		t.Errorf("%d DescribeVolumes calls for an attach and a detach answered done, want 0", n)
+	}
+	for _, kind := range []transition{transitionCreate, transitionAttach, transitionDetach} {
+		if d, ok := c.latencies.expected(kind); !ok || d != 0 {
+			t.Errorf("%s estimate %v (%v), want 0", kind, d, ok)
+		}
 	}
 }
