@@ -21,6 +21,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/diskplane/diskplane/pkg/emulator/admin"
+	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
 // process is a binary the benchmark started, with its log in the run's
@@ -188,6 +191,17 @@ var callsPattern = regexp.MustCompile(`^ec2_emulator_api_requests_total\{action=
 
 // calls returns the EC2 requests the emulator answered so far, by action,
 // and the ones it answered with an error, by action and code.
+// draws returns the times the emulator gave its state changes (its admin
+// API's GET /transitions).
+func (e *emulator) draws(t *testing.T) []model.Draw {
+	t.Helper()
+	ds, err := (&admin.Client{URL: e.admin}).Transitions(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
 func (e *emulator) calls(t *testing.T) (byAction map[string]int, errors map[string]int) {
 	t.Helper()
 	resp, err := http.Get(e.admin + "/metrics")

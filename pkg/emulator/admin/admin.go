@@ -38,6 +38,9 @@ const (
 	// "stopped"|"running"}): the machine behind a node lost, or back.
 	PathInstanceState = PathInstances + "/{id}/state"
 	PathAudit         = "/audit"
+	// PathTransitions lists the times the recent state changes were given
+	// (model.Draw), for a client's measurements to be set against.
+	PathTransitions   = "/transitions"
 	contentTypeJSON   = "application/json"
 	headerContentType = "Content-Type"
 )
@@ -77,6 +80,9 @@ func NewHandler(cloud *model.Cloud, f *faults.Faults, g prometheus.Gatherer) htt
 			return
 		}
 		writeJSON(w, http.StatusOK, doc)
+	})
+	mux.HandleFunc("GET "+PathTransitions, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, nonNil(cloud.Draws()))
 	})
 	mux.HandleFunc("GET "+PathAudit, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, cloud.Audit())

@@ -46,6 +46,13 @@ func (c *Client) Audit(ctx context.Context) (model.Audit, error) {
 	return a, c.do(ctx, http.MethodGet, PathAudit, nil, &a)
 }
 
+// Transitions returns the times the cloud's recent state changes were
+// given, oldest first (GET /transitions).
+func (c *Client) Transitions(ctx context.Context) ([]model.Draw, error) {
+	var ds []model.Draw
+	return ds, c.do(ctx, http.MethodGet, PathTransitions, nil, &ds)
+}
+
 // Faults returns the fault setting in force.
 func (c *Client) Faults(ctx context.Context) (faults.Config, error) {
 	var f faults.Config

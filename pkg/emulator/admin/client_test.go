@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -30,6 +31,10 @@ func TestClient(t *testing.T) {
 	}
 	if a, err := c.Audit(ctx); err != nil || len(a.SharedVolumes) != 0 {
 		t.Fatalf("Audit: %+v, %v", a, err)
+	}
+	ds, err := c.Transitions(ctx)
+	if err != nil || !slices.ContainsFunc(ds, func(d model.Draw) bool { return d.Resource == vol.ID && d.Change == "create" }) {
+		t.Fatalf("Transitions: %+v, %v; want the create of %s", ds, err, vol.ID)
 	}
 	if err := c.PatchFaults(ctx, `{"clockSkew": "1m"}`); err != nil {
 		t.Fatal(err)

@@ -52,7 +52,7 @@ func (c *Cloud) AttachVolume(in AttachVolumeInput) (Attachment, error) {
 			Device:     in.Device,
 			State:      AttachmentAttaching,
 			AttachTime: now.UTC(),
-			Due:        now.Add(c.latency.draw(transitionAttach)),
+			Due:        c.latency.due(transitionAttach, v.ID, now),
 		}
 		if c.cfg.StickAttach != nil && c.cfg.StickAttach(v.ID) {
 			a.Stuck = true
@@ -164,7 +164,7 @@ func (c *Cloud) DetachVolume(in DetachVolumeInput) (Attachment, error) {
 		}
 		if a.State != AttachmentDetaching {
 			a.State = AttachmentDetaching
-			a.Due = now.Add(c.latency.draw(transitionDetach))
+			a.Due = c.latency.due(transitionDetach, v.ID, now)
 			a.Stuck = false
 			klog.V(2).InfoS("Volume detaching", "volumeID", v.ID, "instanceID", a.InstanceID, "force", in.Force)
 		}

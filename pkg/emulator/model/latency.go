@@ -45,6 +45,50 @@ func (l Latencies) of(t transition) time.Duration {
 	panic(fmt.Sprintf("model: unknown transition %d", t))
 }
 
+// String is the change's name in a Draw.
+func (t transition) String() string {
+	switch t {
+	case transitionVolumeCreate:
+		return "create"
+	case transitionVolumeDelete:
+		return "delete"
+	case transitionAttach:
+		return "attach"
+	case transitionDetach:
+		return "detach"
+	case transitionSnapshot:
+		return "snapshot"
+	case transitionModify:
+		return "modify"
+	case transitionOptimize:
+		return "optimize"
+	}
+	return fmt.Sprintf("transition(%d)", int(t))
+}
+
+// Draw is the time one state change was given, as GET /transitions on the
+// admin API reports it: with the ebs profile each change takes its own
+// time, and a client measured against the emulator (make bench) needs each
+// one's to tell its own delay from EC2's.
+type Draw struct {
+	// Resource is the volume (create, delete, attach, detach, modify,
+	// optimize) or snapshot the change is of.
+	Resource string `json:"resource"`
+	// Change is create, delete, attach, detach, snapshot, modify or
+	// optimize.
+	Change string `json:"change"`
+	// Began is when the request (or, for optimize, the modification's
+	// first phase) set the change off.
+	Began time.Time `json:"began"`
+	// Takes is how long after Began the change completes (unless a fault
+	// holds it).
+	Takes time.Duration `json:"takes"`
+}
+
+// maxDraws is how many draws the emulator remembers for GET /transitions,
+// the oldest forgotten first: a few MiB, many runs of make bench.
+const maxDraws = 100000
+
 // z99 is the standard normal distribution's 99th percentile: a lognormal
 // duration with median m and spread σ has its 99th percentile at
 // m·exp(σ·z99).
@@ -59,6 +103,8 @@ type latencyDraws struct {
 	cfg Latencies
 	mu  sync.Mutex
 	rng *rand.Rand
+	// log holds the last maxDraws draws, oldest first.
+	log []Draw
 }
 
 func newLatencyDraws(cfg Latencies, seed uint64) *latencyDraws {
@@ -68,8 +114,21 @@ func newLatencyDraws(cfg Latencies, seed uint64) *latencyDraws {
 	return &latencyDraws{cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 }
 
-// draw returns how long one transition of kind t takes.
-func (d *latencyDraws) draw(t transition) time.Duration {
+// due draws how long a transition of kind t of resource, set off at now,
+// takes, records the draw, and returns when the transition is due.
+func (d *latencyDraws) due(t transition, resource string, now time.Time) time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	takes := d.drawLocked(t)
+	if len(d.log) == maxDraws {
+		d.log = slices.Delete(d.log, 0, maxDraws/10)
+	}
+	d.log = append(d.log, Draw{Resource: resource, Change: t.String(), Began: now.UTC(), Takes: takes})
+	return now.Add(takes)
+}
+
+// drawLocked returns how long one transition of kind t takes.
+func (d *latencyDraws) drawLocked(t transition) time.Duration {
 	median := d.cfg.of(t)
 	if d.cfg.P99 == nil || median <= 0 {
 		return median
@@ -79,10 +138,20 @@ func (d *latencyDraws) draw(t transition) time.Duration {
 		return median
 	}
 	sigma := math.Log(float64(p99)/float64(median)) / z99
+	return time.Duration(float64(median) * math.Exp(sigma*d.rng.NormFloat64()))
+}
+
+// draws returns the remembered draws, oldest first.
+func (d *latencyDraws) draws() []Draw {
 	d.mu.Lock()
-	z := d.rng.NormFloat64()
-	d.mu.Unlock()
-	return time.Duration(float64(median) * math.Exp(sigma*z))
+	defer d.mu.Unlock()
+	return slices.Clone(d.log)
+}
+
+// Draws returns the times the cloud's recent state changes were given,
+// oldest first (the last 100000; see Draw).
+func (c *Cloud) Draws() []Draw {
+	return c.latency.draws()
 }
 
 // LatencyProfiles are the named sets of latencies the emulator offers, so

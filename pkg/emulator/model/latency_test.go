@@ -12,7 +12,7 @@ import (
 func TestLatencyDraws(t *testing.T) {
 	fixed := newLatencyDraws(DefaultLatencies(), 1)
 	for range 100 {
-		if d := fixed.draw(transitionAttach); d != DefaultLatencies().Attach {
+		if d := fixed.drawLocked(transitionAttach); d != DefaultLatencies().Attach {
 			t.Fatalf("fixed attach latency drew %s", d)
 		}
 	}
@@ -32,8 +32,8 @@ func TestLatencyDraws(t *testing.T) {
 			again := newLatencyDraws(EBSLatencies(), 42)
 			ds := make([]time.Duration, n)
 			for i := range ds {
-				ds[i] = draws.draw(tc.kind)
-				if d := again.draw(tc.kind); d != ds[i] {
+				ds[i] = draws.drawLocked(tc.kind)
+				if d := again.drawLocked(tc.kind); d != ds[i] {
 					t.Fatalf("draw %d: %s, then %s from the same seed", i, ds[i], d)
 				}
 			}
@@ -47,10 +47,10 @@ func TestLatencyDraws(t *testing.T) {
 	// A tail below the median, or no median, draws the median.
 	l := Latencies{Attach: 2 * time.Second, P99: &Latencies{Attach: time.Second, Detach: time.Second}}
 	d := newLatencyDraws(l, 1)
-	if got := d.draw(transitionAttach); got != 2*time.Second {
+	if got := d.drawLocked(transitionAttach); got != 2*time.Second {
 		t.Errorf("a tail below the median drew %s", got)
 	}
-	if got := d.draw(transitionDetach); got != 0 {
+	if got := d.drawLocked(transitionDetach); got != 0 {
 		t.Errorf("an instant change with a tail drew %s", got)
 	}
 }
@@ -114,5 +114,51 @@ func TestCloudDrawsLatencies(t *testing.T) {
 	tc.clock.Advance(12 * time.Second) // the 99th percentile
 	if got := available(); got < n*96/100 {
 		t.Errorf("%d of %d volumes available at the 99th percentile, want nearly all", got, n)
+	}
+}
+
+// TestDrawsRecorded checks that every state change's drawn time is
+// recorded as it is set off, and is the time the change really takes; a
+// request refused (a dry run) draws nothing.
+func TestDrawsRecorded(t *testing.T) {
+	tc := newTestCloud(t, Config{Latencies: EBSLatencies(), LatencySeed: 7})
+	zone := tc.local(t).Zone
+	if _, err := tc.CreateVolume(CreateVolumeInput{Zone: zone, Size: 1, DryRun: true}); code(err) != CodeDryRunOperation {
+		t.Fatalf("dry run: %v", err)
+	}
+	if ds := tc.Draws(); len(ds) != 0 {
+		t.Fatalf("a dry run drew %+v", ds)
+	}
+	v, err := tc.CreateVolume(CreateVolumeInput{Zone: zone, Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := tc.Draws()
+	if len(ds) != 1 || ds[0].Resource != v.ID || ds[0].Change != "create" || !ds[0].Began.Equal(tc.clock.Now()) || ds[0].Takes <= 0 {
+		t.Fatalf("after a create: %+v", ds)
+	}
+	tc.clock.Advance(ds[0].Takes - time.Millisecond)
+	if got := tc.describe(t, v.ID).State; got != VolumeCreating {
+		t.Fatalf("a millisecond before its drawn time: %s", got)
+	}
+	tc.clock.Advance(time.Millisecond)
+	if got := tc.describe(t, v.ID).State; got != VolumeAvailable {
+		t.Fatalf("at its drawn time: %s", got)
+	}
+	if _, err := tc.AttachVolume(AttachVolumeInput{VolumeID: v.ID, InstanceID: tc.local(t).ID, Device: "/dev/sdf"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.DetachVolume(DetachVolumeInput{VolumeID: v.ID}); err != nil {
+		t.Fatal(err)
+	}
+	var changes []string
+	for _, d := range tc.Draws() {
+		if d.Resource != v.ID {
+			t.Errorf("draw of %s, want %s", d.Resource, v.ID)
+		}
+		changes = append(changes, d.Change)
+	}
+	if want := []string{"create", "attach", "detach"}; !slices.Equal(changes, want) {
+		t.Fatalf("changes drawn %v, want %v", changes, want)
 	}
 }

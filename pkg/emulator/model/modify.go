@@ -68,7 +68,7 @@ func (c *Cloud) ModifyVolume(in ModifyVolumeInput) (Modification, error) {
 			Original:  cur,
 			Target:    target,
 			StartTime: now.UTC(),
-			Due:       now.Add(c.latency.draw(transitionModify)),
+			Due:       c.latency.due(transitionModify, v.ID, now),
 		}
 		c.st.Modifications[v.ID] = m
 		c.st.ModificationStarts[v.ID] = append(starts, now.UTC())

@@ -40,8 +40,9 @@ func (c *Cloud) CreateSnapshot(in CreateSnapshotInput) (Snapshot, error) {
 		if in.DryRun {
 			return dryRunError()
 		}
+		id := newID("snap")
 		s := &Snapshot{
-			ID:          newID("snap"),
+			ID:          id,
 			VolumeID:    v.ID,
 			VolumeSize:  v.Size,
 			State:       SnapshotPending,
@@ -51,7 +52,7 @@ func (c *Cloud) CreateSnapshot(in CreateSnapshotInput) (Snapshot, error) {
 			KmsKeyID:    v.KmsKeyID,
 			OwnerID:     c.cfg.AccountID,
 			Tags:        maps.Clone(in.Tags),
-			Due:         now.Add(c.latency.draw(transitionSnapshot)),
+			Due:         c.latency.due(transitionSnapshot, id, now),
 		}
 		if err := c.cfg.Store.CreateSnapshot(s.ID, v.ID); err != nil {
 			return fmt.Errorf("disk store: snapshot %s of %s: %w", s.ID, v.ID, err)

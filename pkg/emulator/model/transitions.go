@@ -47,7 +47,7 @@ func (c *Cloud) advanceVolume(v *Volume, now time.Time) {
 		if v.Failing {
 			// It disappears as a deleted volume does, a while later.
 			v.State = VolumeError
-			v.Due = now.Add(c.latency.draw(transitionVolumeDelete))
+			v.Due = c.latency.due(transitionVolumeDelete, v.ID, now)
 			klog.InfoS("Fault: volume failed", "volumeID", v.ID, "kmsKeyId", v.KmsKeyID)
 		}
 		c.markDirty()
@@ -195,7 +195,7 @@ func (c *Cloud) advanceModification(m *Modification, now time.Time) {
 		v.Size, v.Type, v.Iops, v.Throughput, v.MultiAttach = m.Target.Size, m.Target.Type, m.Target.Iops, m.Target.Throughput, m.Target.MultiAttach
 		m.State = ModificationOptimizing
 		m.Progress = 0
-		m.PhaseStart, m.Due = now, now.Add(c.latency.draw(transitionOptimize))
+		m.PhaseStart, m.Due = now, c.latency.due(transitionOptimize, m.VolumeID, now)
 		c.markDirty()
 		klog.V(2).InfoS("Volume modification optimizing", "volumeID", v.ID, "size", v.Size, "type", v.Type)
 		c.advanceModification(m, now)

@@ -50,6 +50,7 @@ func (c *Cloud) CreateVolume(in CreateVolumeInput) (Volume, error) {
 		if in.DryRun {
 			return dryRunError()
 		}
+		v.Due = c.latency.due(transitionVolumeCreate, v.ID, now)
 		if err := c.createBytes(v); err != nil {
 			return err
 		}
@@ -64,7 +65,8 @@ func (c *Cloud) CreateVolume(in CreateVolumeInput) (Volume, error) {
 	return out, err
 }
 
-// newVolume validates a CreateVolume request and builds the volume.
+// newVolume validates a CreateVolume request and builds the volume (its
+// creation not yet timed: see latencyDraws.due).
 func (c *Cloud) newVolume(in CreateVolumeInput, now time.Time) (*Volume, *Error) {
 	zone, err := c.requestZone(in.Zone, in.ZoneID)
 	if err != nil {
@@ -125,7 +127,6 @@ func (c *Cloud) newVolume(in CreateVolumeInput, now time.Time) (*Volume, *Error)
 		CreateTime:  now.UTC(),
 		State:       VolumeCreating,
 		Tags:        maps.Clone(in.Tags),
-		Due:         now.Add(c.latency.draw(transitionVolumeCreate)),
 	}
 	return v, nil
 }
@@ -241,11 +242,12 @@ func (c *Cloud) CopyVolumes(in CopyVolumesInput) ([]Volume, error) {
 		if in.DryRun {
 			return dryRunError()
 		}
+		id := newID("vol")
 		v := &Volume{
-			ID: newID("vol"), Zone: src.Zone, Size: settings.Size, Type: settings.Type, Iops: settings.Iops,
+			ID: id, Zone: src.Zone, Size: settings.Size, Type: settings.Type, Iops: settings.Iops,
 			Throughput: settings.Throughput, MultiAttach: settings.MultiAttach, Encrypted: encrypted, KmsKeyID: kms,
 			SourceVolumeID: src.ID, CreateTime: now.UTC(), State: VolumeCreating, Tags: maps.Clone(in.Tags),
-			Due: now.Add(c.latency.draw(transitionVolumeCreate)),
+			Due: c.latency.due(transitionVolumeCreate, id, now),
 		}
 		if err := c.createBytes(v); err != nil {
 			return err
@@ -359,7 +361,7 @@ func (c *Cloud) DeleteVolume(id string, dryRun bool) error {
 			return nil
 		}
 		v.State = VolumeDeleting
-		v.Due = now.Add(c.latency.draw(transitionVolumeDelete))
+		v.Due = c.latency.due(transitionVolumeDelete, v.ID, now)
 		c.markDirty()
 		klog.V(2).InfoS("Volume deleting", "volumeID", v.ID)
 		return nil
