@@ -321,7 +321,7 @@ func TestLookupsWhileThrottledShareTheTick(t *testing.T) {
 			cfg.ThrottledPollGrid = grid
 			c := newCloud(t, env, cfg)
 			if tc.throttled {
-				c.throttles.throttled(opCreateVolume, grid)
+				c.throttles.strained(opCreateVolume, "RequestLimitExceeded", grid)
 			}
 			// Start just after a tick, so that the lookups 100 ms apart all
 			// fall well before the next one, even on a busy machine.

@@ -65,12 +65,12 @@ type Config struct {
 	// that waits due about then share a call.
 	PollStep time.Duration
 	// ThrottledPollGrid aligns the waits' looks while EC2 throttles this
-	// process's requests, until 30s after the last throttled one (default
-	// 1s). Requests the SDK holds back then leave one by one, so the waits
-	// after them fall due too far apart to share their looks; the grid
-	// gathers them, and the lookups requests begin with, into
-	// fewer Describe calls for at most this much more latency per wait and
-	// per request.
+	// process's requests or fails them with server errors, until 30s after
+	// the last such answer (default 1s). Requests the SDK holds back or
+	// retries then leave one by one, so the waits after them fall due too
+	// far apart to share their looks; the grid gathers them, and the
+	// lookups requests begin with, into fewer Describe calls for at most
+	// this much more latency per wait and per request.
 	ThrottledPollGrid time.Duration
 	// PollMaxInterval caps the step between two looks of a wait (default
 	// 5s), so a slow change is still noticed within seconds of happening.
@@ -211,7 +211,7 @@ func NewFromAWSConfig(awsCfg aws.Config, cfg Config) (Cloud, error) {
 		return nil, fmt.Errorf("register the EC2 API metrics: %w", err)
 	}
 	throttles := &throttleClock{}
-	recorder.OnThrottle = func(op string) { throttles.throttled(op, cfg.ThrottledPollGrid) }
+	recorder.OnStrain = func(op, code string) { throttles.strained(op, code, cfg.ThrottledPollGrid) }
 	retry := newRetryers(cfg.MaxRetryBackoff)
 	client := ec2.NewFromConfig(awsCfg, func(o *ec2.Options) {
 		o.Retryer = retry.reads

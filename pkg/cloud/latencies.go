@@ -1,6 +1,7 @@
 package cloud
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -44,10 +45,64 @@ type latencies struct {
 	// took longer than, which bounds how far below a first look's time the
 	// change can have been.
 	notDone map[transition][]time.Duration
+	// firstLook holds, per kind whose times vary (see steady), when its
+	// waits look first (see firstLookAt).
+	firstLook map[transition]time.Duration
 }
 
 func newLatencies() *latencies {
-	return &latencies{samples: map[transition][]time.Duration{}, notDone: map[transition][]time.Duration{}}
+	return &latencies{samples: map[transition][]time.Duration{}, notDone: map[transition][]time.Duration{}, firstLook: map[transition]time.Duration{}}
+}
+
+// firstLookStep is how far one first look moves the next ones (see
+// firstLookSeen): a factor of e^±0.05, enough to follow a change of EC2's
+// speed within a few dozen waits (a doubling in 14 more not-done than done),
+// little enough that the first look stays within about a tenth of the
+// median.
+const firstLookStep = 0.05
+
+// firstLookAt returns when a wait for a change of kind looks first, and
+// whether changes of the kind take steady times (see steady); false when
+// there are no samples yet. For steady kinds it is the estimate (see
+// expected). For kinds whose times vary, the midpoints the samples are made
+// of sit above the change (a wait sees it done only some way after it
+// happened) and a first look that finds it done says only that it took less,
+// so their median drifts above the changes' own median; instead the first
+// look is steered to the median itself: a bit later after each first look
+// that finds the change not done, a bit earlier after each that finds it
+// done (see firstLookSeen), so that half of them find it done.
+func (l *latencies) firstLookAt(kind transition) (at time.Duration, steady, ok bool) {
+	e, ok := l.expected(kind)
+	if !ok {
+		return 0, false, false
+	}
+	steady = l.steady(kind)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if steady {
+		delete(l.firstLook, kind)
+		return e, true, true
+	}
+	if l.firstLook[kind] == 0 {
+		l.firstLook[kind] = e
+	}
+	return l.firstLook[kind], false, true
+}
+
+// firstLookSeen moves the first look of a kind whose times vary (see
+// firstLookAt) by what a wait's first look found.
+func (l *latencies) firstLookSeen(kind transition, done bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at, ok := l.firstLook[kind]
+	if !ok {
+		return
+	}
+	step := firstLookStep
+	if done {
+		step = -step
+	}
+	l.firstLook[kind] = max(time.Duration(float64(at)*math.Exp(step)), time.Millisecond)
 }
 
 // expected returns how long changes of kind recently took: the median of

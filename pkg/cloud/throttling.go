@@ -9,45 +9,50 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// throttledHold is how long after EC2's last throttling answer the waits
-// keep looking on Config.ThrottledPollGrid. EC2 refills an API's bucket at
-// a few requests a second, so a burst that emptied it keeps the driver's
-// requests trickling out for tens of seconds after the last refusal.
+// throttledHold is how long after EC2's last throttling or server-error
+// answer the waits keep looking on Config.ThrottledPollGrid. EC2 refills an
+// API's bucket at a few requests a second, so a burst that emptied it keeps
+// the driver's requests trickling out for tens of seconds after the last
+// refusal.
 const throttledHold = 30 * time.Second
 
 // throttleClock remembers when EC2 last refused a request of this process
-// for exceeding the account's request rate (any API). While it does, the
-// requests the SDK holds back leave at their own moments instead of
-// together, and the waits that follow them fall due too far apart to share
-// their reads; the waits' own looks are then aligned to a coarse grid (see
-// throttledGrid). It is safe for concurrent use.
+// for exceeding the account's request rate, or failed one on its side with
+// a server error (any API). While EC2 throttles, the requests the SDK holds
+// back leave at their own moments instead of together; after server errors,
+// the SDK's retries do. Either way the waits that follow them fall due too
+// far apart to share their reads, and EC2, strained, should get fewer
+// calls, not more: the waits' own looks are then aligned to a coarse grid
+// (see throttledGrid). It is safe for concurrent use.
 type throttleClock struct {
-	last atomic.Int64 // Unix nanoseconds of the last throttling answer; 0: none
+	last atomic.Int64 // Unix nanoseconds of the last strained answer; 0: none
 }
 
-// throttled records a throttling answer to operation now. The first one
-// after a calm spell is logged: the waits change their pace from here on.
-func (t *throttleClock) throttled(operation string, grid time.Duration) {
+// strained records a throttling or server-error answer (code) to operation
+// now. The first one after a calm spell is logged: the waits change their
+// pace from here on.
+func (t *throttleClock) strained(operation, code string, grid time.Duration) {
 	now := time.Now()
 	if prev := t.last.Swap(now.UnixNano()); prev == 0 || now.Sub(time.Unix(0, prev)) >= throttledHold {
-		klog.V(2).InfoS("EC2 is throttling requests; waits look less often until it stops", "operation", operation,
-			"pollGrid", grid, "until", throttledHold.String()+" after the last throttled request")
+		klog.V(2).InfoS("EC2 is throttling or failing requests; waits look less often until it stops", "operation", operation,
+			"code", code, "pollGrid", grid, "until", throttledHold.String()+" after the last such answer")
 	}
 }
 
-// recent reports whether EC2 throttled a request less than throttledHold
-// before now.
+// recent reports whether EC2 throttled or failed a request less than
+// throttledHold before now.
 func (t *throttleClock) recent(now time.Time) bool {
 	last := t.last.Load()
 	return last != 0 && now.Sub(time.Unix(0, last)) < throttledHold
 }
 
-// throttledGrid is, while EC2 throttles, the grid the waits' looks are
-// aligned to (ThrottledPollGrid), and zero otherwise. Requests the SDK holds
-// back then leave one by one, and the waits after them fall due too far
+// throttledGrid is, while EC2 throttles or fails requests (see
+// throttleClock), the grid the waits' looks are aligned to
+// (ThrottledPollGrid), and zero otherwise. Requests the SDK holds back or
+// retries then leave one by one, and the waits after them fall due too far
 // apart to share their calls within their windows; on the coarse grid they
 // gather into fewer Describe calls, sparing the account's request budget
-// while it is spent, at the cost of up to one coarse step of latency per
+// and a strained EC2, at the cost of up to one coarse step of latency per
 // wait.
 func (c *ec2Cloud) throttledGrid() time.Duration {
 	if c.throttles.recent(time.Now()) {
@@ -57,7 +62,8 @@ func (c *ec2Cloud) throttledGrid() time.Duration {
 }
 
 // awaitLookupTick holds the lookup a request begins with (not a wait's look)
-// until the next tick of ThrottledPollGrid while EC2 throttles, and returns
+// until the next tick of ThrottledPollGrid while EC2 throttles or fails
+// requests (see throttleClock), and returns
 // at once otherwise. The SDK lets throttled requests out one by one, so the
 // requests after them reach their first lookups apart, and each such lookup
 // took a Describe call of its own; held to the tick the waits look on, they

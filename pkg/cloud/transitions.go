@@ -89,12 +89,18 @@ func (c *ec2Cloud) await(ctx context.Context, kind transition, sent time.Time, w
 			if s.learn {
 				c.latencies.observe(kind, notDoneAt, s.taughtDone(notDoneAt, at.Sub(sent)))
 			}
+			if s.estimated && s.looks == 0 {
+				c.latencies.firstLookSeen(kind, true)
+			}
 			return nil
 		}
 		notDoneAt = at.Sub(sent)
 		if at.Before(s.from) {
 			// A read from before the window: the look still stands.
 			continue
+		}
+		if s.estimated && s.looks == 0 {
+			c.latencies.firstLookSeen(kind, false) // only a look in the window counts
 		}
 		s.next(at)
 	}
@@ -160,10 +166,14 @@ type lookSchedule struct {
 // newLookSchedule returns the schedule of a wait for a change of kind sent
 // at sent (zero: found under way) with its first window:
 //   - a change of a kind whose time is estimated is first looked at when it
-//     is due, from the estimate (a tenth before it when the kind's times
-//     vary: see latencies.steady) to a tenth after it and half a PollStep
-//     more: of the waits it ends, most end there (the estimate is the
-//     median), and the window lets waits due a moment apart share a call;
+//     is due (see latencies.firstLookAt). When the kind's changes take
+//     steady times (see latencies.steady), the window runs from the
+//     estimate to a tenth after it and half a PollStep more: almost every
+//     wait ends there, and the window lets waits due a moment apart share a
+//     call. When their times vary, from a tenth before the first look to
+//     half a PollStep after it: the first look is steered to the changes'
+//     median, so half the waits end by then, and a window that ended later
+//     would make every one of them later;
 //   - a change of a kind no wait of this process has seen yet climbs a
 //     ladder from ColdFirstLook after the send, each rung half as late
 //     again (see next): the first waits after a start are few, and their
@@ -172,16 +182,15 @@ type lookSchedule struct {
 //   - a change found under way is looked at at once.
 func (c *ec2Cloud) newLookSchedule(kind transition, sent time.Time) *lookSchedule {
 	s := &lookSchedule{cfg: c.cfg, sent: sent, learn: !sent.IsZero(), cold: c.cfg.ColdFirstLook, pause: c.cfg.PollInterval}
-	switch e, ok := c.latencies.expected(kind); {
+	switch e, steady, ok := c.latencies.firstLookAt(kind); {
 	case !s.learn:
 		s.from, s.until = time.Now(), time.Now()
 	case ok:
-		s.estimated, s.estimate, s.steady = true, e, c.latencies.steady(kind)
-		s.from = sent.Add(e)
+		s.estimated, s.estimate, s.steady = true, e, steady
+		s.from, s.until = sent.Add(e), sent.Add(e+e/10+c.cfg.PollStep/2)
 		if !s.steady {
-			s.from = sent.Add(e - e/10)
+			s.from, s.until = sent.Add(e-e/10), sent.Add(e+c.cfg.PollStep/2)
 		}
-		s.until = sent.Add(e + e/10 + c.cfg.PollStep/2)
 	default:
 		s.from, s.until = sent.Add(s.cold/2), sent.Add(s.cold)
 	}
@@ -204,7 +213,9 @@ func (s *lookSchedule) taughtDone(notDoneAt, doneAt time.Duration) time.Duration
 //   - after the first look at the estimate of a kind whose times are
 //     steady, the change is imminent: the next look is a tenth of the time
 //     since the send later (at least a PollStep);
-//   - otherwise, and after later looks, a third of the time since the send
+//   - after the first look of a kind whose times vary, a fifth: the changes
+//     just past the median are the likeliest to end next;
+//   - after later looks, a third of the time since the send
 //     (at most PollMaxInterval): a change seen that late is seen at most a
 //     third later than it happened, and a slow one costs a look per third of
 //     its time, most of them shared with other waits;
@@ -221,6 +232,8 @@ func (s *lookSchedule) next(at time.Time) {
 		s.pause = min(s.pause+s.pause/2, s.cfg.PollMaxInterval)
 	case s.estimated && s.steady && s.looks == 1:
 		step = max(elapsed/10, s.cfg.PollStep)
+	case s.estimated && s.looks == 1:
+		step = max(elapsed/5, s.cfg.PollStep)
 	case s.estimated:
 		step = min(max(elapsed/3, s.cfg.PollStep), s.cfg.PollMaxInterval)
 	default:

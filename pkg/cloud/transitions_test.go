@@ -3,6 +3,8 @@ package cloud
 import (
 	"context"
 	"errors"
+	"math"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -131,6 +133,51 @@ func TestLatenciesSteady(t *testing.T) {
 	}
 }
 
+// TestFirstLookFindsTheMedian: for a kind whose times vary, the first look
+// starts at the estimate, moves a step later after a first look that found
+// the change not done and a step earlier after one that found it done, and,
+// fed draws of EBS-like times (lognormal, median 2 s), settles within a
+// twentieth of their median on average; a kind whose times turn steady looks at its
+// estimate again.
+func TestFirstLookFindsTheMedian(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	l := newLatencies()
+	l.samples[transitionAttach] = []time.Duration{ms(1200), ms(2000), ms(3100), ms(1800), ms(4500), ms(2600), ms(900), ms(7000)}
+	at, steady, ok := l.firstLookAt(transitionAttach)
+	if !ok || steady || at != ms(2600) {
+		t.Fatalf("firstLookAt = %v, %v, %v; want the samples' median 2.6s, not steady", at, steady, ok)
+	}
+	l.firstLookSeen(transitionAttach, false)
+	if later, _, _ := l.firstLookAt(transitionAttach); later <= at {
+		t.Fatalf("after a first look that found the change not done: %v, want later than %v", later, at)
+	}
+	l.firstLookSeen(transitionAttach, true)
+	if back, _, _ := l.firstLookAt(transitionAttach); back < at-ms(1) || back > at+ms(1) {
+		t.Fatalf("after one not done and one done: %v, want %v again", back, at)
+	}
+	rng := rand.New(rand.NewPCG(3, 3))
+	change := simChange{kind: transitionAttach, median: 2 * time.Second, p99: 10 * time.Second}
+	var logSum float64
+	for i := range 3000 {
+		at, _, _ := l.firstLookAt(transitionAttach)
+		if i >= 1000 {
+			logSum += math.Log(at.Seconds())
+		}
+		l.firstLookSeen(transitionAttach, change.draw(rng) <= at)
+	}
+	if mean := math.Exp(logSum / 2000); mean < 1.9 || mean > 2.1 {
+		t.Fatalf("over 2000 first looks at draws of median 2s (after 1000 to settle), their geometric mean is %.2fs", mean)
+	}
+	l.samples[transitionAttach] = []time.Duration{ms(1990), ms(2010), ms(2000), ms(2020), ms(1980), ms(2000)}
+	if at, steady, _ := l.firstLookAt(transitionAttach); !steady || at != ms(2000) {
+		t.Fatalf("steady again: firstLookAt = %v, %v; want the estimate 2s, steady", at, steady)
+	}
+	l.firstLookSeen(transitionAttach, true)
+	if at, _, _ := l.firstLookAt(transitionAttach); at != ms(2000) {
+		t.Fatalf("a first look of a steady kind moved it: %v", at)
+	}
+}
+
 // TestSchedulesLearnTheBackend models waves of ten waits sent together, as
 // a burst of requests is, each looking as its lookSchedule says and alone
 // (no other call's read comes in its windows), every look's answer a
@@ -253,7 +300,7 @@ func TestWaitTransitionWhileThrottled(t *testing.T) {
 	c := &ec2Cloud{cfg: Config{PollInterval: 10 * time.Millisecond, PollMaxInterval: 20 * time.Millisecond,
 		PollStep: time.Millisecond, ThrottledPollGrid: coarse}, latencies: newLatencies(), throttles: &throttleClock{}}
 	c.latencies.observe(transitionAttach, 40*time.Millisecond, 60*time.Millisecond)
-	c.throttles.throttled("CreateVolume", coarse)
+	c.throttles.strained("CreateVolume", "RequestLimitExceeded", coarse)
 	sent := time.Now()
 	var looks []time.Time
 	err := c.waitTransition(context.Background(), transitionAttach, sent, func(context.Context) (bool, string, error) {
@@ -321,7 +368,7 @@ func coldLooks(t *testing.T, cfg Config, n int) []time.Duration {
 // context's error instead of looking up.
 func TestAwaitLookupTickGivesUpWithItsContext(t *testing.T) {
 	c := &ec2Cloud{cfg: Config{ThrottledPollGrid: time.Hour}, throttles: &throttleClock{}}
-	c.throttles.throttled(opAttachVolume, time.Hour)
+	c.throttles.strained(opAttachVolume, "RequestLimitExceeded", time.Hour)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if err := c.awaitLookupTick(ctx); !errors.Is(err, context.DeadlineExceeded) {

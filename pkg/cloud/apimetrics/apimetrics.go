@@ -47,10 +47,12 @@ func SentAt(md middleware.Metadata) (time.Time, bool) {
 
 // Recorder holds the API metrics. One Recorder serves any number of clients.
 type Recorder struct {
-	// OnThrottle, when set before the recorder serves a client, is called
-	// with the operation of every attempt EC2 refused for exceeding the
-	// request rate, so that its owner can ease off while EC2 does so.
-	OnThrottle func(operation string)
+	// OnStrain, when set before the recorder serves a client, is called
+	// with the operation and error code of every attempt EC2 refused for
+	// exceeding the request rate or failed with a server error (an HTTP
+	// status of 500 or more), so that its owner can ease off while EC2 is
+	// strained.
+	OnStrain func(operation, code string)
 
 	requests  *prometheus.CounterVec
 	errors    *prometheus.CounterVec
@@ -114,14 +116,22 @@ func (r *Recorder) handle(ctx context.Context, in middleware.FinalizeInput, next
 	if err != nil {
 		code := errorCode(ctx, err)
 		r.errors.WithLabelValues(op, code).Inc()
-		if _, throttled := retry.DefaultThrottleErrorCodes[code]; throttled {
+		_, throttled := retry.DefaultThrottleErrorCodes[code]
+		if throttled {
 			r.throttles.WithLabelValues(op).Inc()
-			if r.OnThrottle != nil {
-				r.OnThrottle(op)
-			}
+		}
+		if (throttled || serverError(err)) && r.OnStrain != nil {
+			r.OnStrain(op, code)
 		}
 	}
 	return out, md, err
+}
+
+// serverError reports whether an attempt's answer had an HTTP status of 500
+// or more: EC2 failed it on its side (InternalError, Unavailable, …).
+func serverError(err error) bool {
+	var resp interface{ HTTPStatusCode() int }
+	return errors.As(err, &resp) && resp.HTTPStatusCode() >= 500
 }
 
 // errorCode is the label for a failed attempt: the API's error code, or what

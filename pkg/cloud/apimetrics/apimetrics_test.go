@@ -82,6 +82,8 @@ func TestSentAt(t *testing.T) {
 func TestRecorderCounts(t *testing.T) {
 	throttle := &smithy.GenericAPIError{Code: "RequestLimitExceeded", Message: "slow down"}
 	notFound := &smithy.GenericAPIError{Code: "InvalidVolume.NotFound", Message: "no"}
+	serverFailed := withStatus{&smithy.GenericAPIError{Code: "InternalError", Message: "oops"}, 500}
+	clientFailed := withStatus{&smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "no"}, 400}
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	tests := []struct {
@@ -90,12 +92,15 @@ func TestRecorderCounts(t *testing.T) {
 		err           error
 		wantCode      string
 		wantThrottled bool
+		wantStrain    bool
 	}{
-		{"success", context.Background(), nil, "", false},
-		{"API error", context.Background(), fmt.Errorf("wrapped: %w", notFound), "InvalidVolume.NotFound", false},
-		{"throttled", context.Background(), throttle, "RequestLimitExceeded", true},
-		{"cancelled", cancelled, context.Canceled, CodeCanceled, false},
-		{"no answer", context.Background(), errors.New("connection reset"), CodeConnection, false},
+		{"success", context.Background(), nil, "", false, false},
+		{"API error", context.Background(), fmt.Errorf("wrapped: %w", notFound), "InvalidVolume.NotFound", false, false},
+		{"throttled", context.Background(), throttle, "RequestLimitExceeded", true, true},
+		{"server error", context.Background(), serverFailed, "InternalError", false, true},
+		{"client error with a status", context.Background(), clientFailed, "InvalidParameterValue", false, false},
+		{"cancelled", cancelled, context.Canceled, CodeCanceled, false, false},
+		{"no answer", context.Background(), errors.New("connection reset"), CodeConnection, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,7 +110,7 @@ func TestRecorderCounts(t *testing.T) {
 				t.Fatal(err)
 			}
 			var told []string
-			r.OnThrottle = func(op string) { told = append(told, op) }
+			r.OnStrain = func(op, code string) { told = append(told, op+" "+code) }
 			send(t, r, tc.ctx, "AttachVolume", tc.err)
 			send(t, r, context.Background(), "DescribeVolumes", nil)
 
@@ -132,8 +137,8 @@ func TestRecorderCounts(t *testing.T) {
 			if got := series(t, reg, "diskplane_cloud_api_request_throttles_total"); got != wantThrottles {
 				t.Errorf("%d throttle series, want %d", got, wantThrottles)
 			}
-			if len(told) != wantThrottles || (wantThrottles == 1 && told[0] != "AttachVolume") {
-				t.Errorf("OnThrottle told of %v, want %d throttled AttachVolume", told, wantThrottles)
+			if want := []string{"AttachVolume " + tc.wantCode}; tc.wantStrain != (len(told) == 1) || tc.wantStrain && told[0] != want[0] {
+				t.Errorf("OnStrain told of %v, want %v: %v", told, tc.wantStrain, want)
 			}
 			if got := series(t, reg, "diskplane_cloud_api_request_duration_seconds"); got != 2 {
 				t.Errorf("%d latency series, want one per operation", got)
@@ -175,3 +180,12 @@ func TestRegisterTwiceFails(t *testing.T) {
 		t.Error("a second recorder on the same registry registered without error")
 	}
 }
+
+// withStatus is an API error answered with an HTTP status, as the SDK's
+// response errors are.
+type withStatus struct {
+	*smithy.GenericAPIError
+	status int
+}
+
+func (e withStatus) HTTPStatusCode() int { return e.status }
