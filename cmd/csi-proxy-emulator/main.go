@@ -23,10 +23,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 
 	"k8s.io/klog/v2"
 
+	"github.com/diskplane/diskplane/cmd/csi-proxy-emulator/internal/options"
 	"github.com/diskplane/diskplane/pkg/emulator/csiproxyapi"
 	"github.com/diskplane/diskplane/pkg/emulator/winhost"
 	"github.com/diskplane/diskplane/pkg/version"
@@ -36,37 +36,17 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
-// options are the command's flags.
-type options struct {
-	ec2Admin    string
-	instanceID  string
-	dataDir     string
-	workingDirs string
-	pipePrefix  string
-	adminListen string
-	release     string
-	showVersion bool
-}
-
 func run(args []string) int {
 	fs := flag.NewFlagSet("csi-proxy-emulator", flag.ContinueOnError)
-	var o options
-	fs.StringVar(&o.ec2Admin, "ec2-admin", "http://127.0.0.1:8702", "the EC2 emulator's admin API, which says what is attached")
-	fs.StringVar(&o.instanceID, "instance-id", "", "the instance this host is; empty: the EC2 emulator's local instance")
-	fs.StringVar(&o.dataDir, "data-dir", `C:\ProgramData\csi-proxy-emulator`, "where the host's state (state.json) is kept; empty: in memory")
-	fs.StringVar(&o.workingDirs, "working-dirs", csiproxyapi.DefaultWorkingDir, "comma-separated directories the filesystem API may touch (csi-proxy's -kubelet-path)")
-	fs.StringVar(&o.pipePrefix, "pipe-prefix", "", "prefix of the pipe names; empty: csi-proxy's own (csi-proxy)")
-	fs.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:8703", "host:port of the admin API (GET /disks, PUT /disks, POST /faults); empty disables it")
-	fs.StringVar(&o.release, "csi-proxy-version", csiproxyapi.DefaultRelease.Version, "the csi-proxy release to answer as: "+releases())
-	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
-	klog.InitFlags(fs)
+	var o options.Options
+	o.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
-	if o.showVersion {
+	if o.ShowVersion {
 		fmt.Println(version.Get().String())
 		return 0
 	}
@@ -80,23 +60,16 @@ func run(args []string) int {
 	return 0
 }
 
-// releases lists the releases --csi-proxy-version takes.
-func releases() string {
-	var versions []string
-	for _, r := range csiproxyapi.Releases {
-		versions = append(versions, r.Version)
-	}
-	return strings.Join(versions, ", ")
-}
-
-func serve(ctx context.Context, o options) error {
-	release, err := csiproxyapi.ReleaseOf(o.release)
+// serve runs the emulated host and serves csi-proxy's API groups on its
+// pipes (and the admin API) until ctx ends.
+func serve(ctx context.Context, o options.Options) error {
+	release, err := csiproxyapi.ReleaseOf(o.Release)
 	if err != nil {
 		return err
 	}
 	host, err := winhost.New(winhost.Config{
-		Source:            &winhost.EC2Source{AdminURL: o.ec2Admin, InstanceID: o.instanceID},
-		DataDir:           o.dataDir,
+		Source:            &winhost.EC2Source{AdminURL: o.EC2Admin, InstanceID: o.InstanceID},
+		DataDir:           o.DataDir,
 		MountByAccessPath: release.MountByAccessPath,
 	})
 	if err != nil {
@@ -105,8 +78,8 @@ func serve(ctx context.Context, o options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	adminDone := make(chan error, 1)
-	if o.adminListen != "" {
-		l, err := net.Listen("tcp", o.adminListen)
+	if o.AdminListen != "" {
+		l, err := net.Listen("tcp", o.AdminListen)
 		if err != nil {
 			return err
 		}
@@ -124,15 +97,10 @@ func serve(ctx context.Context, o options) error {
 	} else {
 		adminDone <- nil
 	}
-	var dirs []string
-	for _, d := range strings.Split(o.workingDirs, ",") {
-		if d = strings.TrimSpace(d); d != "" {
-			dirs = append(dirs, d)
-		}
-	}
+	dirs := o.Dirs()
 	klog.InfoS("Starting csi-proxy-emulator", "version", version.Get().String(), "csiProxyVersion", release.Version,
-		"ec2Admin", o.ec2Admin, "dataDir", o.dataDir, "workingDirs", dirs)
-	err = csiproxyapi.Serve(ctx, host, csiproxyapi.Options{PipePrefix: o.pipePrefix, WorkingDirs: dirs, Release: release},
+		"ec2Admin", o.EC2Admin, "dataDir", o.DataDir, "workingDirs", dirs)
+	err = csiproxyapi.Serve(ctx, host, csiproxyapi.Options{PipePrefix: o.PipePrefix, WorkingDirs: dirs, Release: release},
 		func() { klog.InfoS("Serving csi-proxy's API groups on its pipes", "csiProxyVersion", release.Version) })
 	cancel()
 	return errors.Join(err, <-adminDone)

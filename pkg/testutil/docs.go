@@ -284,3 +284,135 @@ func displayPath(path string) string {
 
 // escapeCell makes text safe inside a table cell.
 func escapeCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// BlockKind is what a Block of a Markdown page is.
+type BlockKind int
+
+// The kinds of blocks MarkdownBlocks tells apart: the units that checks of
+// what a page claims look at (a claim and what backs it must be in one
+// block, or in a table's caption or note).
+const (
+	// Paragraph is consecutive lines of text, joined by spaces.
+	Paragraph BlockKind = iota
+	// ListItem is one item of a list, its continuation lines included.
+	ListItem
+	// TableRow is one body row of a table.
+	TableRow
+	// CodeLine is one line of a fenced code block.
+	CodeLine
+	// Heading is a heading line.
+	Heading
+)
+
+// Block is one unit of a Markdown page, as MarkdownBlocks splits it.
+type Block struct {
+	// Kind is what the block is, which decides where a check looks for
+	// what backs a claim in it.
+	Kind BlockKind
+	// Line is the page's line (from 1) the block starts on.
+	Line int
+	// Text is the block's text: lines of a paragraph or list item trimmed
+	// and joined by single spaces; a table row or code line as it stands
+	// (trimmed); a heading without its leading #s and backticks.
+	Text string
+	// Fence is a code line's fence info string ("sh", "mermaid", "").
+	Fence string
+	// Header, Caption and Note belong to a table row: the table's header
+	// row, the paragraph or list item right before the table, and the
+	// paragraph right after it ("" when there is none), which is where a
+	// page says what a table shows and where it comes from.
+	Header, Caption, Note string
+}
+
+// listItemStart is the start of a list item: a bullet or a number.
+var listItemStart = regexp.MustCompile(`^\s*(?:[-*+]|\d+[.)])\s+`)
+
+// MarkdownBlocks splits a Markdown page into blocks, in page order. It
+// knows the Markdown the docs use (ATX headings, fenced code, pipe tables,
+// lists, paragraphs), not the whole of CommonMark.
+func MarkdownBlocks(src string) []Block {
+	var (
+		blocks  []Block
+		cur     *Block // the paragraph or list item being read
+		fence   string // the open code fence's marker; "" outside code
+		info    string // the open code fence's info string
+		header  string // the header row of the table being read
+		inTable bool
+		caption string
+	)
+	flush := func() {
+		if cur != nil {
+			blocks = append(blocks, *cur)
+			cur = nil
+		}
+	}
+	for i, raw := range strings.Split(src, "\n") {
+		line := strings.TrimSpace(raw)
+		if !strings.HasPrefix(line, "|") || fence != "" {
+			inTable = false
+		}
+		switch {
+		case fence != "":
+			if strings.HasPrefix(line, fence) && strings.Trim(line, fence[:1]) == "" {
+				fence = ""
+				continue
+			}
+			blocks = append(blocks, Block{Kind: CodeLine, Line: i + 1, Text: line, Fence: info})
+		case strings.HasPrefix(line, "```") || strings.HasPrefix(line, "~~~"):
+			flush()
+			fence = line[:3]
+			info = strings.TrimSpace(strings.TrimLeft(line, fence[:1]))
+		case strings.HasPrefix(line, "|"):
+			if !inTable {
+				flush()
+				inTable, header, caption = true, line, ""
+				if n := len(blocks); n > 0 && (blocks[n-1].Kind == Paragraph || blocks[n-1].Kind == ListItem) {
+					caption = blocks[n-1].Text
+				}
+				continue
+			}
+			if strings.Trim(line, "|-: ") == "" {
+				continue // the separator row
+			}
+			blocks = append(blocks, Block{Kind: TableRow, Line: i + 1, Text: line, Header: header, Caption: caption})
+		case line == "":
+			flush()
+		case strings.HasPrefix(line, "#"):
+			flush()
+			heading := strings.ReplaceAll(strings.TrimSpace(strings.TrimLeft(line, "#")), "`", "")
+			blocks = append(blocks, Block{Kind: Heading, Line: i + 1, Text: heading})
+		case listItemStart.MatchString(raw):
+			flush()
+			cur = &Block{Kind: ListItem, Line: i + 1, Text: line}
+		case cur != nil:
+			cur.Text += " " + line
+		default:
+			cur = &Block{Kind: Paragraph, Line: i + 1, Text: line}
+		}
+	}
+	flush()
+	// A table's note is the paragraph right after its last row.
+	for i := len(blocks) - 2; i >= 0; i-- {
+		if blocks[i].Kind != TableRow {
+			continue
+		}
+		switch next := blocks[i+1]; {
+		case next.Kind == Paragraph:
+			blocks[i].Note = next.Text
+		case next.Kind == TableRow && next.Header == blocks[i].Header && next.Caption == blocks[i].Caption:
+			blocks[i].Note = next.Note
+		}
+	}
+	return blocks
+}
+
+// DocBlocks reads the Markdown file at path and splits it with
+// MarkdownBlocks.
+func DocBlocks(t testing.TB, path string) []Block {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return MarkdownBlocks(string(src))
+}

@@ -177,3 +177,52 @@ func TestRecordedMetrics(t *testing.T) {
 		t.Fatalf("RecordedMetrics = %+v, want %+v", got, want)
 	}
 }
+
+func TestMarkdownBlocks(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []Block
+	}{
+		{name: "paragraph lines joined", src: "# Title\n\nOne line\n  and the next.\n\nAnother.\n",
+			want: []Block{
+				{Kind: Heading, Line: 1, Text: "Title"},
+				{Kind: Paragraph, Line: 3, Text: "One line and the next."},
+				{Kind: Paragraph, Line: 6, Text: "Another."},
+			}},
+		{name: "list items with continuations", src: "## `a` b\n- first\n  more\n- second\n1. third\n",
+			want: []Block{
+				{Kind: Heading, Line: 1, Text: "a b"},
+				{Kind: ListItem, Line: 2, Text: "- first more"},
+				{Kind: ListItem, Line: 4, Text: "- second"},
+				{Kind: ListItem, Line: 5, Text: "1. third"},
+			}},
+		{name: "table with caption and note", src: "Measured:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n| 3 | 4 |\n\nAfter.\n",
+			want: []Block{
+				{Kind: Paragraph, Line: 1, Text: "Measured:"},
+				{Kind: TableRow, Line: 5, Text: "| 1 | 2 |", Header: "| a | b |", Caption: "Measured:", Note: "After."},
+				{Kind: TableRow, Line: 6, Text: "| 3 | 4 |", Header: "| a | b |", Caption: "Measured:", Note: "After."},
+				{Kind: Paragraph, Line: 8, Text: "After."},
+			}},
+		{name: "table after a heading has no caption", src: "## h\n| a |\n|---|\n| 1 |\n## i\n",
+			want: []Block{
+				{Kind: Heading, Line: 1, Text: "h"},
+				{Kind: TableRow, Line: 4, Text: "| 1 |", Header: "| a |"},
+				{Kind: Heading, Line: 5, Text: "i"},
+			}},
+		{name: "fenced code, lines kept apart", src: "text\n```sh\nmake a  # one\n\n| not a table |\n```\n",
+			want: []Block{
+				{Kind: Paragraph, Line: 1, Text: "text"},
+				{Kind: CodeLine, Line: 3, Text: "make a  # one", Fence: "sh"},
+				{Kind: CodeLine, Line: 4, Text: "", Fence: "sh"},
+				{Kind: CodeLine, Line: 5, Text: "| not a table |", Fence: "sh"},
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := MarkdownBlocks(tc.src); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("MarkdownBlocks =\n%+v\nwant\n%+v", got, tc.want)
+			}
+		})
+	}
+}
