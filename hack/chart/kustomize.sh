@@ -9,36 +9,57 @@
 #                                     deploy/windows*
 #   hack/chart/kustomize.sh --check   fail when they differ from what the
 #                                     chart renders (CI)
+#   hack/chart/kustomize.sh --bundle FILE
+#                                     write the base as one multi-document
+#                                     YAML file instead (make release's
+#                                     bundle, from CHART_DIR)
 # HELM names the Helm binary to use; by default hack/chart/helm.sh builds the
-# pinned one.
+# pinned one. CHART_DIR the chart (default: charts/diskplane).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 dest=$repo/deploy/kubernetes
 namespace=kube-system
 helm=${HELM:-$("$repo/hack/chart/helm.sh")}
+chart=${CHART_DIR:-$repo/charts/diskplane}
 
-check=0
+check=0 bundle=
 case ${1:-} in
   --check) check=1 ;;
+  --bundle) bundle=${2:?usage: $0 --bundle FILE} ;;
   "") ;;
-  *) echo "usage: $0 [--check]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--check | --bundle FILE]" >&2; exit 2 ;;
 esac
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# stream ARGS... renders the chart with ARGS as kustomize applies it: the
+# chart's labels name Helm as the manager, and its EC2 calls say helm in
+# their user agent; kustomize does both.
+stream() {
+  "$helm" template diskplane "$chart" --namespace "$namespace" \
+    --set controller.userAgentExtra=kustomize "$@" |
+    sed -e '/^ *helm\.sh\/chart: /d' -e 's|^\( *app\.kubernetes\.io/managed-by: \)Helm$|\1kustomize|'
+}
+
+if [[ -n $bundle ]]; then
+  {
+    echo "# The Diskplane base (kubectl apply -f), rendered from the chart $(sed -nE 's/^version: *//p' "$chart/Chart.yaml")"
+    echo "# by hack/chart/kustomize.sh --bundle: the chart's default values, namespace $namespace."
+    stream
+  } >"$bundle.tmp"
+  mv "$bundle.tmp" "$bundle"
+  echo "$bundle"
+  exit 0
+fi
+
 # render DIR ARGS... renders the chart with ARGS into DIR, one file per
-# template, and lists the files in DIR/.order. The chart's labels name Helm
-# as the manager, and its EC2 calls say helm in their user agent; kustomize
-# does both.
+# template, and lists the files in DIR/.order.
 render() {
   local dir=$1
   shift
   mkdir -p "$dir"
-  "$helm" template diskplane "$repo/charts/diskplane" --namespace "$namespace" \
-    --set controller.userAgentExtra=kustomize "$@" |
-    sed -e '/^ *helm\.sh\/chart: /d' -e 's|^\( *app\.kubernetes\.io/managed-by: \)Helm$|\1kustomize|' \
-    >"$dir.yaml"
+  stream "$@" >"$dir.yaml"
   # Split the stream by "# Source: diskplane/templates/NAME.yaml" into NAME.yaml.
   awk -v out="$dir" '
     /^---$/ { doc = ""; next }

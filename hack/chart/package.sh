@@ -9,13 +9,15 @@
 #   APP_VERSION    the Diskplane release it installs by default; the image tag
 #                  defaults to v<APP_VERSION> (default: Chart.yaml's appVersion)
 #   OUTPUT_DIR     where the archive goes (default: _output/charts)
+#   CHART_DIR      the chart to package (default: charts/diskplane; make
+#                  release packages a copy whose values pin the image)
 #   HELM           the Helm binary (default: hack/chart/helm.sh builds it)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUTPUT_DIR:-$repo/_output/charts}
 helm=${HELM:-$("$repo/hack/chart/helm.sh")}
 
-args=(package "$repo/charts/diskplane" --destination "$out")
+args=(package "${CHART_DIR:-$repo/charts/diskplane}" --destination "$out")
 [[ -z ${CHART_VERSION:-} ]] || args+=(--version "$CHART_VERSION")
 [[ -z ${APP_VERSION:-} ]] || args+=(--app-version "$APP_VERSION")
 mkdir -p "$out"

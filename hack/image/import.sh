@@ -4,6 +4,8 @@
 # multi-node cluster), in the k8s.io namespace the kubelet uses, so that pods
 # find them without a pull.
 #   hack/image/import.sh [ARCHIVE...]    default: every _output/images/*.tar
+#                                        but the OCI image index, whose
+#                                        linux/amd64 image diskplane.tar is
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -12,8 +14,12 @@ source "$img_repo/hack/local-cluster/lib.sh"
 lc_require_root import.sh
 
 archives=("$@")
-((${#archives[@]})) || archives=("$img_archives"/*.tar)
-[[ -f ${archives[0]} ]] || lc_die "no image archives in $img_archives; run make image (and make image-sidecars)"
+if ((${#archives[@]} == 0)); then
+  for archive in "$img_archives"/*.tar; do
+    [[ $archive == *.oci.tar ]] || archives+=("$archive")
+  done
+fi
+[[ -f ${archives[0]:-} ]] || lc_die "no image archives in $img_archives; run make image (and make image-sidecars)"
 # A multi-node cluster (WORKERS=N up.sh) has a containerd per worker and none
 # on the host: every worker gets the images.
 if [[ -n $(lc_worker_ids) ]]; then

@@ -24,6 +24,14 @@ IMAGE=${IMAGE:-ghcr.io/diskplane/diskplane:v$img_app_version}
 img_base_runtime=localhost/diskplane-base/debian:bookworm-slim
 img_base_builder=localhost/diskplane-base/golang:bookworm
 
+# What make image keeps in the storage besides IMAGE (the linux/amd64 image,
+# also tagged $img_build_amd64): the linux/arm64 image and the OCI image
+# index of both that make push pushes. Their names do not depend on IMAGE,
+# so that a build under another name reuses them when nothing else changed.
+img_build_amd64=localhost/diskplane-build/diskplane:linux-amd64
+img_build_arm64=localhost/diskplane-build/diskplane:linux-arm64
+img_build_index=localhost/diskplane-build/diskplane:index
+
 img_log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 # img_apt_source SUITE prints the URI this machine's apt takes the Debian
@@ -87,6 +95,10 @@ img_cleanup() {
 
 # img_exists NAME succeeds when the private storage holds image NAME.
 img_exists() { bah inspect --type image "$1" >/dev/null 2>&1; }
+
+# img_index_exists NAME succeeds when the private storage holds the image
+# index (manifest list) NAME.
+img_index_exists() { bah manifest inspect "$1" >/dev/null 2>&1; }
 
 # img_label NAME KEY prints the value of label KEY of image NAME.
 img_label() { bah inspect --type image --format "{{index .ImageAnnotations \"$2\"}}{{index .OCIv1.Config.Labels \"$2\"}}" "$1" 2>/dev/null; }

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Builds the Diskplane image under the name IMAGE (build.sh, what make image
-# runs) and pushes it to that registry with buildah, the tool that built it,
-# so that a real cluster can pull it. Prints the pushed digest.
+# Builds the Diskplane images under the name IMAGE (build.sh, what make image
+# runs) and pushes their OCI image index (linux/amd64 and linux/arm64) with
+# both images to that registry with buildah, the tool that built them, so
+# that a real cluster of either architecture can pull it. Prints the pushed
+# index's digest, which is the one in the index archive make image writes
+# (and make release pins in its chart) when the build was up to date.
 #   make push IMAGE=<registry>/<name>:<tag>
 #   hack/image/push.sh [--no-build]     --no-build: push what an earlier
-#                                       make image IMAGE=… built, unchanged
+#                                       make image built, unchanged
 #
 # Environment:
 #   IMAGE               <registry>/<name>:<tag>, required, e.g.
@@ -17,7 +20,7 @@
 set -euo pipefail
 
 usage() {
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 build=1
@@ -75,11 +78,14 @@ trap img_cleanup EXIT
 if ((build)); then
   "$img_here/build.sh"
 fi
-img_exists "$IMAGE" || img_die "the build storage holds no image $IMAGE; run make image IMAGE=$IMAGE first, or push without --no-build"
+img_index_exists "$img_build_index" ||
+  img_die "the build storage holds no image index; run make image first, or push without --no-build"
 
 digestfile=$(mktemp)
 trap 'rm -f "$digestfile"; img_cleanup' EXIT
 start=$SECONDS
-img_log "pushing $IMAGE"
-bah push --quiet --tls-verify="${TLS_VERIFY:-true}" --digestfile "$digestfile" "$IMAGE" "docker://$IMAGE" >/dev/null
+img_log "pushing the image index to $IMAGE"
+bah manifest push --quiet --all --format oci --tls-verify="${TLS_VERIFY:-true}" --digestfile "$digestfile" \
+  "$img_build_index" "docker://$IMAGE" >/dev/null
 img_log "pushed $IMAGE@$(<"$digestfile") in $((SECONDS - start))s"
+echo "$(<"$digestfile")"

@@ -1,7 +1,6 @@
 package chart
 
 import (
-	"encoding/json"
 	"maps"
 	"os"
 	"path/filepath"
@@ -42,45 +41,12 @@ func ec2Operations(t *testing.T) []string {
 	return slices.Sorted(maps.Keys(ops))
 }
 
-// policyActions lists the actions docs/iam-policy.json allows.
-func policyActions(t *testing.T) []string {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "docs", "iam-policy.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var policy struct {
-		Statement []struct {
-			Effect string
-			Action any
-		}
-	}
-	if err := json.Unmarshal(raw, &policy); err != nil {
-		t.Fatalf("docs/iam-policy.json: %v", err)
-	}
-	actions := map[string]bool{}
-	for _, s := range policy.Statement {
-		if s.Effect != "Allow" {
-			t.Errorf("statement with effect %q", s.Effect)
-		}
-		switch a := s.Action.(type) {
-		case string:
-			actions[a] = true
-		case []any:
-			for _, x := range a {
-				actions[x.(string)] = true
-			}
-		}
-	}
-	return slices.Sorted(maps.Keys(actions))
-}
-
 // The documented IAM policy allows exactly the EC2 operations the
 // controller calls: none missing (the driver would fail with
 // UnauthorizedOperation), none extra (least privilege).
 func TestIAMPolicyMatchesTheCloudLayer(t *testing.T) {
 	calls := ec2Operations(t)
-	allowed := policyActions(t)
+	allowed := policyActionsOf(t, iamPolicyPath)
 	for _, a := range allowed {
 		if strings.Contains(a, "*") {
 			t.Errorf("policy allows a wildcard action %s", a)

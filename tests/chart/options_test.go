@@ -431,6 +431,18 @@ controller: {podLabels: {tier: storage}, podAnnotations: {note: "x"}}
 			},
 		},
 		{
+			name:   "image pinned by digest",
+			values: "image: {repository: registry.example.com/diskplane, tag: v9.9.9, digest: \"sha256:" + strings.Repeat("0f", 32) + "\"}\n",
+			check: func(t *testing.T, m *manifest) {
+				want := "registry.example.com/diskplane@sha256:" + strings.Repeat("0f", 32)
+				for _, spec := range []corev1.PodSpec{m.controller().Spec.Template.Spec, m.node().Spec.Template.Spec} {
+					if plugin := container(spec, "diskplane"); plugin.Image != want {
+						t.Errorf("plugin image %s, want %s (the digest wins over the tag)", plugin.Image, want)
+					}
+				}
+			},
+		},
+		{
 			name:   "existing service accounts",
 			values: "controller: {serviceAccount: {create: false, name: byo-controller}}\nnode: {serviceAccount: {create: false, name: byo-node}}\n",
 			check: func(t *testing.T, m *manifest) {

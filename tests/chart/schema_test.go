@@ -26,6 +26,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{name: "boolean as a string", values: "node: {classicSidecars: \"yes\"}\n", want: "classicSidecars"},
 		{name: "timeout without a unit", values: "sidecars: {attacher: {timeout: \"120\"}}\n", want: "timeout"},
 		{name: "unknown pull policy", values: "image: {pullPolicy: Sometimes}\n", want: "pullPolicy"},
+		{name: "digest without its algorithm", values: "image: {digest: " + strings.Repeat("ab", 32) + "}\n", want: "digest"},
+		{name: "short digest", values: "image: {digest: \"sha256:abcd\"}\n", want: "digest"},
 		{name: "unknown anti-affinity", values: "controller: {antiAffinity: strict}\n", want: "antiAffinity"},
 		{name: "sidecar image without a tag", values: "sidecars: {resizer: {image: {repository: x, tag: \"\", pullPolicy: Always}}}\n", want: "tag"},
 		{name: "StorageClass without a name", values: "storageClasses: [{parameters: {type: gp3}}]\n", want: "name"},

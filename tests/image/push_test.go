@@ -9,6 +9,7 @@ package image
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,9 +123,14 @@ func TestPushRefusesBadArguments(t *testing.T) {
 	})
 }
 
-// TestPushToRegistry pushes an image from a build storage of its own, as
-// make push --no-build does after make image, to a registry over plain
-// HTTP, and checks that the registry serves the manifest push.sh reported.
+// buildIndex is the image index make image leaves in the build storage for
+// make push (hack/image/lib.sh's img_build_index).
+const buildIndex = "localhost/diskplane-build/diskplane:index"
+
+// TestPushToRegistry pushes an image index from a build storage of its own,
+// as make push --no-build does after make image, to a registry over plain
+// HTTP, and checks that the registry serves the index push.sh reported,
+// listing linux/amd64 and linux/arm64.
 func TestPushToRegistry(t *testing.T) {
 	testutil.RequireRoot(t, "buildah")
 	addr := startRegistry(t)
@@ -146,19 +153,25 @@ func TestPushToRegistry(t *testing.T) {
 
 	image := addr + "/storage/diskplane:v0.0.0-test"
 	code, out := run(t, append(env, "IMAGE="+image), pushScript, "--no-build")
-	if code == 0 || !strings.Contains(out, "holds no image "+image) {
+	if code == 0 || !strings.Contains(out, "holds no image index") {
 		t.Fatalf("push.sh --no-build of an image never built = %d:\n%s", code, out)
 	}
 
-	// A one-file image stands in for make image's: what is pushed, and how,
+	// One-file images stand in for make image's: what is pushed, and how,
 	// does not depend on the content.
-	file := filepath.Join(t.TempDir(), "hello")
-	if err := os.WriteFile(file, []byte("diskplane push test\n"), 0o644); err != nil {
-		t.Fatal(err)
+	bah("manifest", "create", buildIndex)
+	for _, arch := range []string{"amd64", "arm64"} {
+		file := filepath.Join(t.TempDir(), "hello")
+		if err := os.WriteFile(file, []byte("diskplane push test "+arch+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ctr := bah("from", "scratch")
+		bah("copy", ctr, file, "/hello")
+		bah("config", "--os", "linux", "--arch", arch, ctr)
+		// Named, as make image names them: the scripts prune untagged images.
+		id := bah("commit", "--quiet", "--rm", ctr, "localhost/diskplane-build/diskplane:linux-"+arch)
+		bah("manifest", "add", buildIndex, id)
 	}
-	ctr := bah("from", "scratch")
-	bah("copy", ctr, file, "/hello")
-	bah("commit", "--quiet", "--rm", ctr, image)
 
 	code, out = run(t, append(env, "IMAGE="+image), pushScript, "--no-build")
 	if code != 0 {
@@ -168,18 +181,46 @@ func TestPushToRegistry(t *testing.T) {
 	if m == nil {
 		t.Fatalf("push.sh did not report the pushed digest:\n%s", out)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodHead, "http://"+addr+"/v2/storage/diskplane/manifests/v0.0.0-test", nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+addr+"/v2/storage/diskplane/manifests/v0.0.0-test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json")
+	req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if got := resp.Header.Get("Docker-Content-Digest"); resp.StatusCode != http.StatusOK || got != m[1] {
 		t.Fatalf("the registry answers %s with digest %q for the pushed tag, want 200 and %s", resp.Status, got, m[1])
+	}
+	var index struct {
+		MediaType string `json:"mediaType"`
+		Manifests []struct {
+			Platform struct {
+				OS           string `json:"os"`
+				Architecture string `json:"architecture"`
+			} `json:"platform"`
+		} `json:"manifests"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&index); err != nil {
+		t.Fatal(err)
+	}
+	// The index make image writes as an OCI archive (and make release pins
+	// in its chart) has the digest the registry got.
+	archive := filepath.Join(t.TempDir(), "index.oci.tar")
+	bah("manifest", "push", "--quiet", "--all", "--format", "oci", buildIndex, "oci-archive:"+archive+":"+image)
+	code, out = run(t, environ(), "tar", "-xOf", archive, "index.json")
+	if code != 0 || !strings.Contains(out, `"digest":"`+m[1]+`"`) {
+		t.Errorf("the index written as an OCI archive is not the one pushed (%s):\n%s", m[1], out)
+	}
+	var platforms []string
+	for _, p := range index.Manifests {
+		platforms = append(platforms, p.Platform.OS+"/"+p.Platform.Architecture)
+	}
+	slices.Sort(platforms)
+	if index.MediaType != "application/vnd.oci.image.index.v1+json" || !slices.Equal(platforms, []string{"linux/amd64", "linux/arm64"}) {
+		t.Fatalf("the registry serves a %q listing %v, want an OCI image index of linux/amd64 and linux/arm64", index.MediaType, platforms)
 	}
 }
 

@@ -17,9 +17,14 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* The plugin image reference. */}}
+{{/* The plugin image reference: pinned by digest when one is given (release
+charts), else by tag. */}}
 {{- define "diskplane.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default (printf "v%s" .Chart.AppVersion) }}
+{{- end -}}
 {{- end -}}
 
 {{/* A sidecar's image reference, from its values. */}}
