@@ -16,7 +16,7 @@ LDFLAGS     := -s -w \
 export CGO_ENABLED := 0
 TEST_FLAGS  ?= -count=1 -timeout=45m
 
-.PHONY: all build build-windows test test-windows fuzz verify clean deps chaos
+.PHONY: all build build-linux-arm64 build-windows test test-windows fuzz verify clean deps chaos
 
 all: build
 
@@ -27,6 +27,11 @@ deps:
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+## build-linux-arm64: the plugin for arm64 Linux nodes (static, cross-compiled), into _output/bin/linux-arm64, for the arm64 image
+build-linux-arm64:
+	@mkdir -p $(BIN)/linux-arm64
+	GOOS=linux GOARCH=arm64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/linux-arm64/ ./cmd/diskplane
 
 ## build-windows: the plugin for Windows nodes and the csi-proxy emulator, into _output/bin/windows-amd64
 build-windows:
@@ -58,6 +63,15 @@ VM_PROFILE ?= full
 test-vm:
 	hack/vm/test.sh
 	VM_PROFILE=$(VM_PROFILE) hack/vm/nvme.sh
+
+## test-vm-arm64: as root, the node on arm64 (Graviton): test-vm's node-side root tests in a VM booting Debian's arm64
+## kernel under qemu-system-aarch64 (software emulation), then csi-sanity's mount specs on NVMe and the NVMe scenarios
+## with that VM as the emulator's instance; VM_PROFILE=ci runs only the latter (hack/vm/README.md)
+.PHONY: test-vm-arm64
+test-vm-arm64:
+	hack/install-deps.sh vm-arm64
+	$(if $(filter ci,$(VM_PROFILE)),@echo "VM_PROFILE=ci: the root tests' packages are left out on arm64",VM_ARCH=arm64 hack/vm/test.sh)
+	VM_ARCH=arm64 VM_SANITY=mount hack/vm/nvme.sh
 
 ## test-moto: Diskplane against moto, the independent AWS mock (moto_server on PATH): the cloud layer's integration
 ## tests, csi-sanity's controller specs and a lifecycle load through the diskplane binary, and workload identity's
@@ -129,6 +143,8 @@ verify:
 	$(GO) vet -tags chaos ./tests/chaos/...
 	$(GO) tool staticcheck -tags chaos ./tests/chaos/...
 	$(GO) vet -tags moto ./tests/moto/...
+	$(GO) vet -tags release ./tests/release/...
+	$(GO) tool staticcheck -tags release ./tests/release/...
 	$(GO) tool staticcheck -tags moto ./tests/moto/...
 
 ## chaos: volume lifecycles through the real controller, SIGKILLed at random, under EC2's faults, then an audit of the emulator (tests/chaos; CHAOS_PROFILE=full, or ci for CI's reduced run)
@@ -142,7 +158,7 @@ clean:
 
 # --- Helm chart, kustomize base and images (charts/, deploy/, hack/chart, hack/image)
 
-.PHONY: helm kustomize verify-kustomize test-chart chart-package image image-windows push image-sidecars image-import
+.PHONY: helm kustomize verify-kustomize chart-readme test-chart chart-package image image-windows push image-sidecars image-import release test-release
 
 ## helm: the pinned Helm (hack/tools/helm), built once into _output/tools/helm
 helm:
@@ -152,9 +168,14 @@ helm:
 kustomize:
 	hack/chart/kustomize.sh
 
-## verify-kustomize: fail when deploy/kubernetes is out of date with the chart (CI)
+## verify-kustomize: fail when deploy/kubernetes, or the chart README's values table, is out of date with the chart (CI)
 verify-kustomize:
 	hack/chart/kustomize.sh --check
+	$(GO) run ./hack/chart/readme -check
+
+## chart-readme: write the values table of charts/diskplane/README.md from values.yaml's comments
+chart-readme:
+	$(GO) run ./hack/chart/readme
 
 ## chart-package: the Helm chart as a versioned archive, _output/charts/diskplane-<version>.tgz (CHART_VERSION, APP_VERSION override Chart.yaml's)
 chart-package:
@@ -164,7 +185,8 @@ chart-package:
 test-chart:
 	HELM=$$(hack/chart/helm.sh) DISKPLANE_REQUIRE_CHART_TESTS=1 CGO_ENABLED=1 $(GO) test -race $(TEST_FLAGS) ./tests/chart/...
 
-## image: the Linux image from the Dockerfile (buildah, local Debian bases), into _output/images/diskplane.tar
+## image: the Linux images (buildah, local Debian bases): linux/amd64 from the Dockerfile into _output/images/diskplane.tar,
+## linux/arm64 assembled from Debian's arm64 packages without emulation, and their OCI image index in _output/images/diskplane-index.oci.tar
 image:
 	hack/image/build.sh
 
@@ -173,9 +195,20 @@ image:
 image-windows:
 	hack/image/windows.sh
 
-## push: build the image as IMAGE=<registry>/<name>:<tag> and push it there with buildah (root; log in with buildah login first)
+## push: build the images and push their index (linux/amd64, linux/arm64) to IMAGE=<registry>/<name>:<tag> with buildah; prints its digest (root; log in with buildah login first)
 push:
 	IMAGE='$(IMAGE)' hack/image/push.sh
+
+## release: the release artifacts of VERSION=vX.Y.Z in _output/release/VERSION: the chart with the image pinned by digest, the image index
+## (OCI archive), the kustomize bundle, an SBOM, the released CHANGELOG (in the tree too with RELEASE_CHANGELOG=1), SHA256SUMS (root)
+release:
+	VERSION='$(VERSION)' hack/release/release.sh
+
+## test-release: check the artifacts of the latest make release (RELEASE_DIR=_output/release/<version> another's; tests/release)
+RELEASE_DIR ?= $(OUTPUT)/release/latest
+test-release:
+	HELM=$$(hack/chart/helm.sh) DISKPLANE_RELEASE_DIR=$(abspath $(RELEASE_DIR)) DISKPLANE_REQUIRE_RELEASE_TESTS=1 \
+		$(GO) test -tags release -count=1 -v ./tests/release/...
 
 ## image-sidecars: CSI sidecar images for the local cluster, from hack/local-cluster's binaries
 image-sidecars:

@@ -5,6 +5,8 @@
 #   hack/install-deps.sh            packages for build and tests
 #   hack/install-deps.sh cluster    plus what the local Kubernetes cluster needs
 #   hack/install-deps.sh windows    plus Wine and mingw-w64, for the Windows node's tests (hack/wine)
+#   hack/install-deps.sh vm-arm64   plus qemu-system-aarch64 and what hack/vm/build.sh needs to assemble
+#                                   the arm64 node VM from arm64 packages (make test-vm-arm64)
 set -euo pipefail
 
 # buildah: the image scripts, and the test that pushes an image to a registry.
@@ -14,6 +16,11 @@ packages=(e2fsprogs xfsprogs util-linux mount cryptsetup-bin kmod ca-certificate
 case "${1:-}" in
   cluster) packages+=(containerd runc containernetworking-plugins iptables nftables conntrack etcd-server busybox-static openssl gcc libc6-dev) ;;
   windows) packages+=(wine wine64 gcc-mingw-w64-x86-64-win32) ;;
+  # qemu-system-arm provides qemu-system-aarch64; it boots the arm64 kernel
+  # directly (-kernel on the virt board), so no UEFI firmware is needed.
+  # binutils: readelf, the libraries an arm64 program loads; busybox-static:
+  # the applet list of the arm64 busybox, which cannot run here.
+  vm-arm64) packages+=(qemu-system-arm busybox-static kmod binutils cpio debian-archive-keyring) ;;
 esac
 
 missing=()

@@ -6,16 +6,31 @@
 # or VM_DIR:
 #   kernel/<version>/   the extracted linux-image package, its vmlinux and modules.dep
 #   rootfs/             the initramfs's tree (rebuilt when its stamp changes)
-#   initrd.img, vmlinux the VM's boot files
+#   initrd.img, vmlinux the VM's boot files (Image instead of vmlinux on arm64)
 #   stamp               what initrd.img and vmlinux were built from
+#
+# VM_ARCH picks the node's architecture. amd64 (the default) boots Debian's
+# amd64 kernel under qemu-system-x86_64 with the host's own tools. arm64 (a
+# Graviton node) boots Debian's arm64 kernel under qemu-system-aarch64 from
+# _output/vm-arm64, its tools unpacked from arm64 packages (apt/ there holds
+# the private apt state they are resolved and downloaded with), since the
+# host can run none of them.
 vm_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 vm_repo=$(cd "$vm_here/../.." && pwd)
-VM_DIR=${VM_DIR:-$vm_repo/_output/vm}
+VM_ARCH=${VM_ARCH:-amd64}
+case $VM_ARCH in
+  amd64) VM_DIR=${VM_DIR:-$vm_repo/_output/vm} vm_vmlinux_name=vmlinux ;;
+  arm64) VM_DIR=${VM_DIR:-$vm_repo/_output/vm-arm64} vm_vmlinux_name=Image ;;
+  *) printf 'vm: error: VM_ARCH must be amd64 or arm64, not %s\n' "$VM_ARCH" >&2 && exit 1 ;;
+esac
 vm_kernel_dir=$VM_DIR/kernel
 vm_rootfs=$VM_DIR/rootfs
 vm_initrd=$VM_DIR/initrd.img
-vm_vmlinux=$VM_DIR/vmlinux
+vm_vmlinux=$VM_DIR/$vm_vmlinux_name
 vm_stamp=$VM_DIR/stamp
+# VM_DIR as the VM sees it, when it lies below the repository (the share
+# test.sh and nvme.sh give the VM): where their scripts find what they built.
+vm_guest_dir=/host/${VM_DIR#"$vm_repo"/}
 
 # The VM's size. Software emulation (there is no KVM here) runs one vCPU as
 # fast as two; a GiB and a half holds the tests' sparse images in tmpfs.
@@ -23,8 +38,22 @@ VM_MEMORY=${VM_MEMORY:-1536}
 VM_CPUS=${VM_CPUS:-1}
 
 # The Debian packages the VM's tools come from (installed on the host, then
-# copied into the initramfs with the libraries they load).
-vm_packages=(qemu-system-x86 busybox-static kmod util-linux e2fsprogs xfsprogs cryptsetup-bin dmsetup nvme-cli udev coreutils xz-utils cpio)
+# copied into the initramfs with the libraries they load). On arm64 the host
+# needs only qemu and the build's own tools: kmod's depmod (it reads modules
+# of any architecture), binutils' readelf (the libraries an arm64 program
+# loads, which ldd cannot tell on this host), cpio, and busybox-static, whose
+# applet list is the arm64 busybox's (the same Debian build of another
+# architecture). The node's tools themselves are vm_arm64_packages, unpacked
+# from arm64 packages, never installed.
+case $VM_ARCH in
+  amd64) vm_packages=(qemu-system-x86 busybox-static kmod util-linux e2fsprogs xfsprogs cryptsetup-bin dmsetup nvme-cli udev coreutils xz-utils cpio) ;;
+  arm64) vm_packages=(qemu-system-arm busybox-static kmod binutils cpio debian-archive-keyring) ;;
+esac
+vm_arm64_packages=(busybox-static kmod util-linux mount e2fsprogs xfsprogs cryptsetup-bin dmsetup nvme-cli udev coreutils libgcc-s1)
+# The arm64 VM's CPU: Neoverse N1, Graviton2's core. qemu's "max" turns on
+# pointer authentication, whose emulated QARMA algorithm made a boot 3.5
+# times slower here; N1 and Cortex-A72 have none and boot as fast.
+VM_ARM64_CPU=${VM_ARM64_CPU:-neoverse-n1}
 
 vm_log() { printf '%s vm: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 vm_die() { printf 'vm: error: %s\n' "$*" >&2; exit 1; }
@@ -53,11 +82,25 @@ vm_qemu_args() {
   for f in $forwards; do
     netdev+=",hostfwd=tcp:127.0.0.1:${f%%:*}-:${f##*:}"
   done
-  printf '%s\n' -machine q35 -cpu max -smp "$VM_CPUS" -m "$VM_MEMORY" \
+  # The same devices on both: arm64's virt board has PCIe, so virtio-pci
+  # serves there too; only the board, the CPU and the console's UART differ.
+  local machine=q35 cpu=max console=ttyS0
+  if [[ $VM_ARCH == arm64 ]]; then
+    machine=virt cpu=$VM_ARM64_CPU console=ttyAMA0
+  fi
+  printf '%s\n' -machine "$machine" -cpu "$cpu" -smp "$VM_CPUS" -m "$VM_MEMORY" \
     -nographic -no-reboot -nodefaults -serial stdio \
     -kernel "$vm_vmlinux" -initrd "$vm_initrd" \
-    -append "console=ttyS0 panic=-1 loglevel=3 nvme_core.multipath=N $cmdline" \
+    -append "console=$console panic=-1 loglevel=3 nvme_core.multipath=N $cmdline" \
     -virtfs "local,path=$share,mount_tag=host,security_model=none" \
     -netdev "$netdev" -device virtio-net-pci,netdev=net0,romfile= \
     -device virtio-rng-pci
+}
+
+# vm_qemu prints the qemu program that runs VM_ARCH's VM.
+vm_qemu() {
+  case $VM_ARCH in
+    amd64) echo qemu-system-x86_64 ;;
+    arm64) echo qemu-system-aarch64 ;;
+  esac
 }

@@ -8,7 +8,8 @@
 # node plugin as --mode=node runs it in production (no --emulator-loop-
 # devices). Then, inside the VM: csi-sanity once per access type
 # (tests/sanity, TestSanityNVMe) and the NVMe scenarios (tests/vm). Exits
-# with the VM's status; logs in _output/vm/nvme/logs.
+# with the VM's status; logs in _output/vm/nvme/logs (_output/vm-arm64/nvme/logs
+# with VM_ARCH=arm64).
 # The host's emulator answers STS and KMS too, the controller signs its KMS
 # calls with the access key the workload-identity scenario declares, and
 # the node plugin reaches both with the pods' credentials.
@@ -20,6 +21,12 @@
 #                        spec), the NVMe scenarios (discovery) and the host's
 #                        csi-sanity on loop devices (every spec, both access
 #                        types) do not also cover, and cost 5 minutes
+#   VM_SANITY="RUN ..."  the csi-sanity runs on NVMe, any of mount, block and
+#                        luks2 (mount with nodeEncryption: luks2), instead of
+#                        the profile's
+#   VM_ARCH=arm64        the arm64 node VM (lib.sh): the plugin, the guest
+#                        agent and the tests in the VM are built for arm64,
+#                        the emulator and the controller on the host for it
 #   VM_KUBECONFIG=path   a kubeconfig of the local cluster (hack/vm/identity.sh):
 #                        the VM reaches its API server for real tokens, the
 #                        node plugin (named vm-identity.csi.diskplane.io)
@@ -34,7 +41,11 @@ source "$(dirname "$0")/lib.sh"
 
 [[ $(id -u) -eq 0 ]] || vm_die "the VM tests need root"
 out=$VM_DIR/nvme
-guest_out=/host/_output/vm/nvme
+guest_out=$vm_guest_dir/nvme
+# The programs the VM runs: the host's own on amd64, built for arm64 apart
+# on arm64.
+guest_bin=bin
+[[ $VM_ARCH == amd64 ]] || guest_bin=bin-$VM_ARCH
 # Host ports: the emulator's EC2, IMDS and admin listeners, the controller,
 # and the forward to the guest agent's port 8703. The VM reaches the host's
 # loopback at 10.0.2.2.
@@ -50,17 +61,27 @@ vm_log "building the plugin, the emulator and the tests (static)"
 (
   cd "$vm_repo"
   CGO_ENABLED=0 go build -o "$out/bin/" ./cmd/diskplane ./cmd/ec2-emulator
-  CGO_ENABLED=0 go test -c -tags vm -o "$out/sanity.test" ./tests/sanity
-  CGO_ENABLED=0 go test -c -tags vm -o "$out/vm.test" ./tests/vm
+  [[ $guest_bin == bin ]] || CGO_ENABLED=0 GOARCH=$VM_ARCH go build -o "$out/$guest_bin/" ./cmd/diskplane ./cmd/ec2-emulator
+  CGO_ENABLED=0 GOARCH=$VM_ARCH go test -c -tags vm -o "$out/sanity.test" ./tests/sanity
+  CGO_ENABLED=0 GOARCH=$VM_ARCH go test -c -tags vm -o "$out/vm.test" ./tests/vm
 )
 
 run_filter=${VM_NVME_RUN:-}
 vm_driver_name=vm-identity.csi.diskplane.io
 case ${VM_PROFILE:=full} in
-  full) sanity_access="mount block" ;;
-  ci) sanity_access="" ;;
+  full) sanity_runs="mount block luks2" ;;
+  ci) sanity_runs="luks2" ;;
   *) vm_die "VM_PROFILE must be full or ci, not $VM_PROFILE" ;;
 esac
+sanity_runs=${VM_SANITY:-$sanity_runs}
+sanity_access="" sanity_luks2=false
+for r in $sanity_runs; do
+  case $r in
+    mount | block) sanity_access+=" $r" ;;
+    luks2) sanity_luks2=true ;;
+    *) vm_die "VM_SANITY names mount, block or luks2, not $r" ;;
+  esac
+done
 cluster_env=""
 node_cluster_args=""
 if [[ -n ${VM_KUBECONFIG:-} ]]; then
@@ -81,13 +102,13 @@ cat >"$out/guest.sh" <<EOF
 B=/bin/busybox
 logs=$guest_out/logs
 \$B mkdir -p /run/diskplane
-$guest_out/bin/ec2-emulator guest-agent --listen=0.0.0.0:8703 -v=2 >\$logs/guest-agent.log 2>&1 &
+$guest_out/$guest_bin/ec2-emulator guest-agent --listen=0.0.0.0:8703 -v=2 >\$logs/guest-agent.log 2>&1 &
 export AWS_EC2_METADATA_SERVICE_ENDPOINT=http://10.0.2.2:$imds_port AWS_REGION=us-east-1
 # STS and KMS are the host's emulator; the node has no credentials of its own.
 export AWS_ENDPOINT_URL_STS=http://10.0.2.2:$ec2_port AWS_ENDPOINT_URL_KMS=http://10.0.2.2:$ec2_port
 # LUKS2 headers at Argon2id's least fixed cost (no benchmark when formatting, a cheap
 # open): csi-sanity formats dozens, and the derivation is not what it tests.
-$guest_out/bin/diskplane --mode=node --endpoint=unix:///run/diskplane/csi.sock --http-endpoint=127.0.0.1:3302 --luks-pbkdf-iterations=4 --luks-pbkdf-memory=8192 $node_cluster_args -v=4 >\$logs/node.log 2>&1 &
+$guest_out/$guest_bin/diskplane --mode=node --endpoint=unix:///run/diskplane/csi.sock --http-endpoint=127.0.0.1:3302 --luks-pbkdf-iterations=4 --luks-pbkdf-memory=8192 $node_cluster_args -v=4 >\$logs/node.log 2>&1 &
 node=\$!
 export DISKPLANE_VM_NODE=unix:///run/diskplane/csi.sock DISKPLANE_VM_CONTROLLER=10.0.2.2:$ctrl_port
 export DISKPLANE_VM_ADMIN=http://10.0.2.2:$admin_port DISKPLANE_VM_NODE_METRICS=http://127.0.0.1:3302/metrics DISKPLANE_REQUIRE_ROOT_TESTS=1
@@ -115,7 +136,7 @@ if [ -z "$run_filter" ] || echo TestSanityNVMe | \$B grep -qE "$run_filter"; the
   for access in $sanity_access; do
     DISKPLANE_VM_ACCESS=\$access run "csi-sanity (\$access) on NVMe" $guest_out/sanity.test -test.run '^TestSanityNVMe\$' -test.v -test.timeout=40m
   done
-  DISKPLANE_VM_ACCESS=mount DISKPLANE_VM_ENCRYPTED=1 run "csi-sanity (mount, LUKS2) on NVMe" $guest_out/sanity.test -test.run '^TestSanityNVMe\$' -test.v -test.timeout=40m
+  ! $sanity_luks2 || DISKPLANE_VM_ACCESS=mount DISKPLANE_VM_ENCRYPTED=1 run "csi-sanity (mount, LUKS2) on NVMe" $guest_out/sanity.test -test.run '^TestSanityNVMe\$' -test.v -test.timeout=40m
 fi
 cd /host/tests/vm
 run "NVMe scenarios" $guest_out/vm.test -test.v -test.timeout=20m ${run_filter:+-test.run '$run_filter'}
@@ -142,10 +163,10 @@ env AWS_ENDPOINT_URL_EC2=http://127.0.0.1:$ec2_port AWS_ENDPOINT_URL_KMS=http://
   "$out/bin/diskplane" --mode=controller --endpoint=tcp://127.0.0.1:$ctrl_port --visibility-timeout=2s -v=4 >"$out/logs/controller.log" 2>&1 &
 pids+=($!)
 vm_log "booting the VM"
-"$vm_here/run.sh" --forward "$agent_port:8703" "$vm_repo" _output/vm/nvme/guest.sh >"$out/logs/vm-console.log" 2>&1 &
+"$vm_here/run.sh" --forward "$agent_port:8703" "$vm_repo" "${out#"$vm_repo"/}/guest.sh" >"$out/logs/vm-console.log" 2>&1 &
 vm_pid=$!
 "$out/bin/ec2-emulator" --listen=127.0.0.1:$ec2_port --imds-listen=127.0.0.1:$imds_port --admin-listen=127.0.0.1:$admin_port \
-  --data-dir="$out/emulator" --guest-agent=http://127.0.0.1:$agent_port --guest-data-dir=$guest_out/emulator \
+  --data-dir="$out/emulator" --guest-agent=http://127.0.0.1:$agent_port --guest-data-dir="$guest_out/emulator" \
   --zones=us-east-1a=use1-az1 --instance=id=i-0123456789abcdef0,type=m5.large,zone=us-east-1a,local \
   --volume-create-latency=200ms --attach-latency=200ms --detach-latency=200ms --volume-delete-latency=200ms \
   --snapshot-latency=200ms --modify-latency=200ms --optimize-latency=200ms -v=2 >"$out/logs/emulator.log" 2>&1 &

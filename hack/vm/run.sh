@@ -3,7 +3,8 @@
 # SHARE_DIR with it at /host, runs SCRIPT (a path below SHARE_DIR) there as
 # root, prints the VM's console, and exits with the script's exit status. A VM
 # that dies or hangs past VM_TIMEOUT seconds (default 1800) is an error.
-#   hack/vm/run.sh [--forward HOSTPORT:GUESTPORT]... SHARE_DIR SCRIPT
+# VM_ARCH=arm64 boots the arm64 node (qemu-system-aarch64, lib.sh).
+#   [VM_ARCH=arm64] hack/vm/run.sh [--forward HOSTPORT:GUESTPORT]... SHARE_DIR SCRIPT
 set -euo pipefail
 # shellcheck source=hack/vm/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -25,7 +26,7 @@ rm -f "$status_file"
 mapfile -t args < <(vm_qemu_args "$share" "diskplane.run=$script" "$forwards")
 started=$SECONDS
 rc=0
-timeout --foreground "${VM_TIMEOUT:-1800}" qemu-system-x86_64 "${args[@]}" </dev/null || rc=$?
+timeout --foreground "${VM_TIMEOUT:-1800}" "$(vm_qemu)" "${args[@]}" </dev/null || rc=$?
 if ((rc == 124)); then
   vm_die "the VM ran longer than ${VM_TIMEOUT:-1800} s and was stopped"
 fi

@@ -9,6 +9,8 @@
 # more at once only slows them down); each one's go test output is printed
 # whole, with its time.
 # Exits non-zero when any package fails.
+# VM_ARCH=arm64 runs them in the arm64 node VM (lib.sh), the binaries built
+# for arm64 (GOARCH=arm64; all of them build without cgo).
 #   hack/vm/test.sh [PACKAGE...]   default: the node-side packages below
 #   VM_TEST_RUN=regexp             passed to -test.run
 #   VM_TEST_TIMEOUT=duration       each package's -test.timeout (30m)
@@ -45,13 +47,14 @@ script=$out/run.sh
   [[ -z ${VM_TEST_ENV:-} ]] || echo "export $VM_TEST_ENV"
   [[ -z ${VM_TEST_RUN:-} ]] || printf 'run_flag=-test.run=%q\n' "$VM_TEST_RUN"
   echo "timeout=${VM_TEST_TIMEOUT:-30m}"
+  echo "tests=$vm_guest_dir/tests"
   echo 'failed=0'
   # run_package REL NAME: one package's tests, its output kept apart in
   # /tmp/NAME.log; /tmp/NAME.failed when they fail.
   echo 'run_package() {'
   echo '	cd "/host/$1" || return 1'
   echo '	start=$(/bin/busybox cut -d. -f1 /proc/uptime)'
-  echo '	if "/host/_output/vm/tests/$2.test" -test.v -test.count=1 -test.timeout=$timeout $run_flag >"/tmp/$2.log" 2>&1; then'
+  echo '	if "$tests/$2.test" -test.v -test.count=1 -test.timeout=$timeout $run_flag >"/tmp/$2.log" 2>&1; then'
   echo '		echo "=== VM ok   $1 $(( $(/bin/busybox cut -d. -f1 /proc/uptime) - start )) s" >>"/tmp/$2.log"'
   echo '	else'
   echo '		echo "=== VM FAIL $1 $(( $(/bin/busybox cut -d. -f1 /proc/uptime) - start )) s" >>"/tmp/$2.log"'
@@ -76,7 +79,7 @@ for pkg in "${packages[@]}"; do
   rel=${pkg#./}
   name=${rel//\//_}
   vm_log "building $rel's tests"
-  (cd "$vm_repo" && CGO_ENABLED=0 go test -c -o "$out/$name.test" "./$rel")
+  (cd "$vm_repo" && CGO_ENABLED=0 GOARCH=$VM_ARCH go test -c -o "$out/$name.test" "./$rel")
   [[ -f $out/$name.test ]] || { vm_log "$rel has no tests"; continue; }
   batch+=("$rel:$name")
   ((${#batch[@]} < jobs)) || flush_batch
@@ -85,6 +88,6 @@ flush_batch
 echo 'exit $failed' >>"$script"
 vm_log "built the tests in $((SECONDS - started)) s; booting the VM"
 rc=0
-"$vm_here/run.sh" "$vm_repo" "_output/vm/tests/run.sh" || rc=$?
-vm_log "make test-vm: exit status $rc after $((SECONDS - started)) s"
+"$vm_here/run.sh" "$vm_repo" "${out#"$vm_repo"/}/run.sh" || rc=$?
+vm_log "make test-vm ($VM_ARCH): exit status $rc after $((SECONDS - started)) s"
 exit "$rc"
