@@ -30,11 +30,11 @@ source "$(dirname "$0")/lib.sh"
 img_require_tools
 trap img_cleanup EXIT
 
-DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(img_apt_source bookworm)}
-DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(img_apt_debian_archive)}
+DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(debian_apt_source bookworm)}
+DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(debian_apt_archive)}
 [[ -n $DEBIAN_MIRROR ]] ||
   img_die "this machine's apt sources name no Debian mirror; set DEBIAN_MIRROR to a Debian mirror (http://MIRROR/debian)"
-DEBIAN_SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-$(img_apt_source bookworm-security)}
+DEBIAN_SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-$(debian_apt_source bookworm-security)}
 
 goroot=$(go env GOROOT)
 script_sum=$(sha256sum "$img_here/bases.sh" | cut -d' ' -f1)

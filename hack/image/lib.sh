@@ -7,6 +7,8 @@
 # build made; its run state lives on /run, a tmpfs. IMAGE_STORAGE and
 # IMAGE_RUNROOT move both elsewhere (tests use storage of their own).
 img_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../lib/debian.sh
+source "$img_here/../lib/debian.sh"
 img_repo=$(cd "$img_here/../.." && pwd)
 img_out=$img_repo/_output/image
 img_archives=$img_repo/_output/images
@@ -33,31 +35,6 @@ img_build_arm64=localhost/diskplane-build/diskplane:linux-arm64
 img_build_index=localhost/diskplane-build/diskplane:index
 
 img_log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
-
-# img_apt_source SUITE prints the URI this machine's apt takes the Debian
-# suite SUITE (bookworm, bookworm-security …) from, as its sources list it
-# (one-line or deb822; APT_CONFIG is honoured), without a trailing slash; or
-# nothing when no source names the suite. The image's Debian then comes from
-# the mirror the machine gets its own packages from, whatever network it is
-# on, instead of an address written here.
-img_apt_source() {
-  local targets
-  # shellcheck disable=SC2016 # apt's format fields, not shell expansions
-  targets=$(apt-get indextargets --no-release-info --format '$(TARGET_OF) $(RELEASE) $(REPO_URI)' \
-    'Identifier: Packages' 2>/dev/null) || true
-  awk -v suite="$1" '$1 == "deb" && $2 == suite { sub(/\/+$/, "", $3); print $3; exit }' <<<"$targets"
-}
-
-# img_apt_debian_archive prints the URI of a source this machine's apt knows,
-# from its downloaded Release file, to be Debian's main archive (Origin and
-# Label "Debian"), whatever release the machine runs; or nothing.
-img_apt_debian_archive() {
-  local targets
-  # shellcheck disable=SC2016 # apt's format fields, not shell expansions
-  targets=$(apt-get indextargets --format '$(TARGET_OF)|$(ORIGIN)|$(LABEL)|$(REPO_URI)' \
-    'Identifier: Packages' 2>/dev/null) || true
-  awk -F'|' '$1 == "deb" && $2 == "Debian" && $3 == "Debian" { sub(/\/+$/, "", $4); print $4; exit }' <<<"$targets"
-}
 
 img_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 

@@ -30,11 +30,11 @@ dest=$1 list=$2
 [[ ! -e $dest ]] || img_die "$dest exists"
 [[ $(id -u) -eq 0 ]] || img_die "rootfs-arm64.sh needs root (dpkg-deb -x keeps the packages' owners)"
 
-DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(img_apt_source bookworm)}
-DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(img_apt_debian_archive)}
+DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(debian_apt_source bookworm)}
+DEBIAN_MIRROR=${DEBIAN_MIRROR:-$(debian_apt_archive)}
 [[ -n $DEBIAN_MIRROR ]] ||
   img_die "this machine's apt sources name no Debian mirror; set DEBIAN_MIRROR to a Debian mirror (http://MIRROR/debian)"
-DEBIAN_SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-$(img_apt_source bookworm-security)}
+DEBIAN_SECURITY_MIRROR=${DEBIAN_SECURITY_MIRROR:-$(debian_apt_source bookworm-security)}
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 # What this machine needs: Debian's archive keys, and update-ca-certificates.
 missing=()
@@ -52,37 +52,11 @@ purged=" $(sed -e ':a' -e '/\\$/{N;s/\\\n//;ba' -e '}' "$img_repo/Dockerfile" |
 [[ $purged == *" python3 "* && $purged == *" libicu72 "* ]] ||
   img_die "could not read the packages the Dockerfile purges (got:$purged)"
 
-# A private apt for arm64: its own configuration, sources, lists, cache and
-# an empty dpkg status, so apt resolves every dependency; this machine's
-# Acquire settings (proxies, validity checks) carry over. The lists and the
-# downloaded packages stay in _output/image/apt-arm64 for the next build.
+# A private apt for arm64 (see debian_arm64_apt); its lists and downloaded
+# packages stay in _output/image/apt-arm64 for the next build.
 apt=$img_out/apt-arm64
-mkdir -p "$apt"/etc/apt.conf.d "$apt"/etc/preferences.d "$apt"/etc/sources.list.d \
-  "$apt"/state/lists/partial "$apt"/cache/archives/partial
-: >"$apt/status"
-{
-  apt-config dump | grep -E '^Acquire::' || true
-  cat <<CFG
-Dir::Etc "$apt/etc";
-Dir::Etc::parts "$apt/etc/apt.conf.d";
-Dir::State "$apt/state";
-Dir::State::status "$apt/status";
-Dir::Cache "$apt/cache";
-Dir::Log "$apt";
-APT::Architecture "arm64";
-APT::Architectures { "arm64"; };
-APT::Install-Recommends "false";
-APT::Sandbox::User "root";
-Acquire::Languages "none";
-Debug::NoLocking "true";
-CFG
-} >"$apt/apt.conf"
-{
-  echo "deb [signed-by=$keyring] $DEBIAN_MIRROR bookworm main"
-  echo "deb [signed-by=$keyring] $DEBIAN_MIRROR bookworm-updates main"
-  [[ -z $DEBIAN_SECURITY_MIRROR ]] || echo "deb [signed-by=$keyring] $DEBIAN_SECURITY_MIRROR bookworm-security main"
-} >"$apt/etc/sources.list"
-export APT_CONFIG=$apt/apt.conf DEBIAN_FRONTEND=noninteractive
+debian_arm64_apt "$apt" "$DEBIAN_MIRROR" "$DEBIAN_SECURITY_MIRROR"
+export DEBIAN_FRONTEND=noninteractive
 
 img_log "arm64 packages from $DEBIAN_MIRROR (security: ${DEBIAN_SECURITY_MIRROR:-none})"
 apt-get update -qq >/dev/null

@@ -22,6 +22,8 @@
 set -euo pipefail
 # shellcheck source=hack/vm/lib.sh
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=hack/lib/debian.sh
+source "$(dirname "$0")/../lib/debian.sh"
 
 force=false
 [[ ${1:-} == --force ]] && force=true
@@ -29,53 +31,14 @@ force=false
 vm_require_packages
 mkdir -p "$VM_DIR" "$vm_kernel_dir"
 
-# apt_source SUITE prints the URI this machine's apt takes the Debian suite
-# SUITE from (one-line or deb822 sources alike), or nothing: the arm64
-# packages come from the mirror the machine's own packages come from.
-apt_source() {
-  local targets
-  # shellcheck disable=SC2016 # apt's format fields, not shell expansions
-  targets=$(apt-get indextargets --no-release-info --format '$(TARGET_OF) $(RELEASE) $(REPO_URI)' \
-    'Identifier: Packages' 2>/dev/null) || true
-  awk -v suite="$1" '$1 == "deb" && $2 == suite { sub(/\/+$/, "", $3); print $3; exit }' <<<"$targets"
-}
-
-# arm64_apt points apt (APT_CONFIG) at a private state in $VM_DIR/apt for
-# arm64 alone: its own configuration, sources, lists, cache and an empty
-# dpkg status, so apt resolves every dependency of the tools as on an empty
-# arm64 system. This machine's Acquire settings (proxies) carry over. The
-# lists and downloaded packages stay for the next build.
+# The arm64 packages come from the mirror the machine's own packages come
+# from, through a private apt in $VM_DIR/apt (see debian_arm64_apt).
 arm64_apt() {
-  local apt=$VM_DIR/apt keyring=/usr/share/keyrings/debian-archive-keyring.gpg mirror security
-  mirror=${DEBIAN_MIRROR:-$(apt_source bookworm)}
+  local mirror security
+  mirror=${DEBIAN_MIRROR:-$(debian_apt_source bookworm)}
   [[ -n $mirror ]] || vm_die "this machine's apt sources name no Debian bookworm mirror; set DEBIAN_MIRROR (http://MIRROR/debian)"
-  security=${DEBIAN_SECURITY_MIRROR:-$(apt_source bookworm-security)}
-  mkdir -p "$apt"/etc/apt.conf.d "$apt"/etc/preferences.d "$apt"/etc/sources.list.d \
-    "$apt"/state/lists/partial "$apt"/cache/archives/partial
-  : >"$apt/status"
-  {
-    apt-config dump | grep -E '^Acquire::' || true
-    cat <<CFG
-Dir::Etc "$apt/etc";
-Dir::Etc::parts "$apt/etc/apt.conf.d";
-Dir::State "$apt/state";
-Dir::State::status "$apt/status";
-Dir::Cache "$apt/cache";
-Dir::Log "$apt";
-APT::Architecture "arm64";
-APT::Architectures { "arm64"; };
-APT::Install-Recommends "false";
-APT::Sandbox::User "root";
-Acquire::Languages "none";
-Debug::NoLocking "true";
-CFG
-  } >"$apt/apt.conf"
-  {
-    echo "deb [signed-by=$keyring] $mirror bookworm main"
-    echo "deb [signed-by=$keyring] $mirror bookworm-updates main"
-    [[ -z $security ]] || echo "deb [signed-by=$keyring] $security bookworm-security main"
-  } >"$apt/etc/sources.list"
-  export APT_CONFIG=$apt/apt.conf
+  security=${DEBIAN_SECURITY_MIRROR:-$(debian_apt_source bookworm-security)}
+  debian_arm64_apt "$VM_DIR/apt" "$mirror" "$security"
 }
 [[ $VM_ARCH == amd64 ]] || arm64_apt
 
