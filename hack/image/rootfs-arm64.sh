@@ -79,20 +79,8 @@ while read -r name version; do
   { dpkg-deb -f "$deb" | sed '1a Status: install ok installed'; echo; } >>"$dest/var/lib/dpkg/status"
   keep+=("$deb")
 done <"$list"
-# Superseded versions do not pile up in the cache.
-for f in "$apt"/cache/archives/*.deb; do
-  [[ " ${keep[*]} " == *" $f "* ]] || rm -f "$f"
-done
-
-# bookworm's merged /usr.
-for d in bin sbin lib; do
-  if [[ -d $dest/$d && ! -L $dest/$d ]]; then
-    mkdir -p "$dest/usr/$d"
-    cp -a "$dest/$d/." "$dest/usr/$d/"
-    rm -rf "${dest:?}/$d"
-  fi
-  ln -s "usr/$d" "$dest/$d"
-done
+debian_prune_cache "$apt/cache/archives" "${keep[@]}"
+debian_merge_usr "$dest"
 # What the Dockerfile removes, and what debian:bookworm-slim leaves out.
 rm -f "$dest/usr/sbin/xfs_scrub" "$dest/usr/sbin/xfs_scrub_all"
 rm -rf "$dest"/usr/share/doc/* "$dest"/usr/share/man/* "$dest"/usr/share/info/* "$dest"/usr/share/locale/*

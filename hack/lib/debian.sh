@@ -65,3 +65,29 @@ CFG
   } >"$apt/etc/sources.list"
   export APT_CONFIG=$apt/apt.conf
 }
+
+# debian_prune_cache DIR KEPT... removes the package files in DIR (an apt
+# cache's archives) that are not among KEPT, so that superseded versions do
+# not pile up.
+debian_prune_cache() {
+  local dir=$1 f
+  shift
+  for f in "$dir"/*.deb; do
+    [[ " $* " == *" $f "* ]] || rm -f "$f"
+  done
+}
+
+# debian_merge_usr ROOT moves ROOT's /bin, /sbin and /lib under /usr and
+# links them there, as bookworm's merged /usr has them (packages unpacked
+# with dpkg-deb -x keep their own paths).
+debian_merge_usr() {
+  local root=$1 d
+  for d in bin sbin lib; do
+    if [[ -d $root/$d && ! -L $root/$d ]]; then
+      mkdir -p "$root/usr/$d"
+      cp -a "$root/$d/." "$root/usr/$d/"
+      rm -rf "${root:?}/$d"
+    fi
+    ln -s "usr/$d" "$root/$d"
+  done
+}

@@ -133,18 +133,8 @@ if [[ $VM_ARCH == arm64 ]]; then
     dpkg-deb -x "$deb" "$root"
     keep+=("$deb")
   done <<<"$debs"
-  # Superseded versions do not pile up in the cache.
-  for f in "$VM_DIR"/apt/cache/archives/*.deb; do
-    [[ " ${keep[*]} " == *" $f "* ]] || rm -f "$f"
-  done
-  for d in bin sbin lib; do
-    if [[ -d $root/$d && ! -L $root/$d ]]; then
-      mkdir -p "$root/usr/$d"
-      cp -a "$root/$d/." "$root/usr/$d/"
-      rm -rf "${root:?}/$d"
-    fi
-    ln -s "usr/$d" "$root/$d"
-  done
+  debian_prune_cache "$VM_DIR/apt/cache/archives" "${keep[@]}"
+  debian_merge_usr "$root"
   find "$root" -type l -lname '/*' | while read -r link; do
     ln -sfn "$root$(readlink "$link")" "$link"
   done
