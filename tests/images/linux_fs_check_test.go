@@ -53,23 +53,11 @@ type ociIndexArchive struct {
 // readOCIIndexArchive reads an OCI image layout holding one image index
 // and checks every blob is stored under its own digest.
 func readOCIIndexArchive(archive []byte) (*ociIndexArchive, error) {
-	a := &ociIndexArchive{files: map[string][]byte{}}
-	tr := tar.NewReader(bytes.NewReader(archive))
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("the archive: %w", err)
-		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		if a.files[path.Clean(h.Name)], err = io.ReadAll(tr); err != nil {
-			return nil, err
-		}
+	files, err := readLayoutFiles(archive)
+	if err != nil {
+		return nil, err
 	}
+	a := &ociIndexArchive{files: files}
 	for name, data := range a.files {
 		if hexDigest, ok := strings.CutPrefix(name, "blobs/sha256/"); ok && sha256Digest(data) != "sha256:"+hexDigest {
 			return nil, fmt.Errorf("%s holds %s", name, sha256Digest(data))

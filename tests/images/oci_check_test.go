@@ -63,17 +63,17 @@ func sha256Digest(b []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// readOCIArchive reads an OCI image layout from a tar archive holding one
-// image and checks it: the layout marker, every blob stored under its own
-// digest, each descriptor's digest and size those of its blob, each layer's
-// uncompressed digest the diff ID the configuration gives it.
-func readOCIArchive(archive []byte) (*ociImage, error) {
+// readLayoutFiles returns the files of an OCI image layout's tar archive by
+// their cleaned paths. Directories are skipped; any other entry that is not
+// a regular file, or a path that comes twice, is an error: a layout holds
+// only files, once each.
+func readLayoutFiles(archive []byte) (map[string][]byte, error) {
 	files := map[string][]byte{}
 	tr := tar.NewReader(bytes.NewReader(archive))
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			break
+			return files, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("the archive: %w", err)
@@ -91,6 +91,17 @@ func readOCIArchive(archive []byte) (*ociImage, error) {
 		if files[name], err = io.ReadAll(tr); err != nil {
 			return nil, err
 		}
+	}
+}
+
+// readOCIArchive reads an OCI image layout from a tar archive holding one
+// image and checks it: the layout marker, every blob stored under its own
+// digest, each descriptor's digest and size those of its blob, each layer's
+// uncompressed digest the diff ID the configuration gives it.
+func readOCIArchive(archive []byte) (*ociImage, error) {
+	files, err := readLayoutFiles(archive)
+	if err != nil {
+		return nil, err
 	}
 	var layout struct {
 		Version string `json:"imageLayoutVersion"`
