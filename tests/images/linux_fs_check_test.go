@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"debug/buildinfo"
 	"debug/elf"
 	"encoding/json"
 	"errors"
@@ -385,13 +384,9 @@ func checkLinuxBinary(exe []byte, goarch string, machine elf.Machine, version st
 			return fmt.Errorf("dynamically linked (%v), want static", p.Type)
 		}
 	}
-	info, err := buildinfo.Read(bytes.NewReader(exe))
+	info, settings, err := buildSettings(exe)
 	if err != nil {
-		return fmt.Errorf("no Go build information: %w", err)
-	}
-	settings := map[string]string{}
-	for _, s := range info.Settings {
-		settings[s.Key] = s.Value
+		return err
 	}
 	if info.Path != "github.com/diskplane/diskplane/cmd/diskplane" || settings["GOOS"] != "linux" || settings["GOARCH"] != goarch {
 		return fmt.Errorf("built from %s for %s/%s, want linux/%s", info.Path, settings["GOOS"], settings["GOARCH"], goarch)

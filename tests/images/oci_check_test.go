@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"runtime/debug"
 	"strconv"
 	"strings"
 )
@@ -364,13 +365,9 @@ func checkWindowsBinary(exe []byte, version string) error {
 	if oh, ok := f.OptionalHeader.(*pe.OptionalHeader64); !ok || oh.Subsystem != pe.IMAGE_SUBSYSTEM_WINDOWS_CUI {
 		return fmt.Errorf("not a 64-bit Windows console program")
 	}
-	info, err := buildinfo.Read(bytes.NewReader(exe))
+	info, settings, err := buildSettings(exe)
 	if err != nil {
-		return fmt.Errorf("no Go build information: %w", err)
-	}
-	settings := map[string]string{}
-	for _, s := range info.Settings {
-		settings[s.Key] = s.Value
+		return err
 	}
 	if info.Path != "github.com/diskplane/diskplane/cmd/diskplane" || settings["GOOS"] != "windows" || settings["GOARCH"] != "amd64" {
 		return fmt.Errorf("built from %s for %s/%s", info.Path, settings["GOOS"], settings["GOARCH"])
@@ -385,4 +382,18 @@ func checkWindowsBinary(exe []byte, version string) error {
 		return fmt.Errorf("not stamped with version %q", version)
 	}
 	return nil
+}
+
+// buildSettings returns a Go program's build information and its settings
+// (GOOS, GOARCH, CGO_ENABLED, -trimpath …) by key.
+func buildSettings(exe []byte) (*debug.BuildInfo, map[string]string, error) {
+	info, err := buildinfo.Read(bytes.NewReader(exe))
+	if err != nil {
+		return nil, nil, fmt.Errorf("no Go build information: %w", err)
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	return info, settings, nil
 }
