@@ -61,10 +61,16 @@ func (c *ec2Cloud) await(ctx context.Context, kind transition, sent time.Time, w
 	var notDoneAt time.Duration
 	var taken time.Time // reads answered before this were taken already
 	status := "not looked at yet"
+	// steer: the first look is where the schedule put it, so what it finds
+	// steers the next first looks (see latencies.firstLookSeen); one pushed
+	// onto the coarse grid while EC2 is strained looks later and would
+	// steer them early.
+	steer := s.estimated
 	for {
 		until := s.until
 		if grid := c.throttledGrid(); grid > 0 {
 			until = alignUp(until, grid)
+			steer = steer && s.looks > 0
 		}
 		seen, err := awaitRead(ctx, w, until, taken)
 		if err != nil {
@@ -89,7 +95,7 @@ func (c *ec2Cloud) await(ctx context.Context, kind transition, sent time.Time, w
 			if s.learn {
 				c.latencies.observe(kind, notDoneAt, s.taughtDone(notDoneAt, at.Sub(sent)))
 			}
-			if s.estimated && s.looks == 0 {
+			if steer && s.looks == 0 {
 				c.latencies.firstLookSeen(kind, true)
 			}
 			return nil
@@ -99,7 +105,7 @@ func (c *ec2Cloud) await(ctx context.Context, kind transition, sent time.Time, w
 			// A read from before the window: the look still stands.
 			continue
 		}
-		if s.estimated && s.looks == 0 {
+		if steer && s.looks == 0 {
 			c.latencies.firstLookSeen(kind, false) // only a look in the window counts
 		}
 		s.next(at)

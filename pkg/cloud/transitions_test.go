@@ -297,6 +297,7 @@ func TestWaitTransitionLooksWhenDue(t *testing.T) {
 // first, so that waits falling due apart share their looks.
 func TestWaitTransitionWhileThrottled(t *testing.T) {
 	const coarse = 300 * time.Millisecond
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	c := &ec2Cloud{cfg: Config{PollInterval: 10 * time.Millisecond, PollMaxInterval: 20 * time.Millisecond,
 		PollStep: time.Millisecond, ThrottledPollGrid: coarse}, latencies: newLatencies(), throttles: &throttleClock{}}
 	c.latencies.observe(transitionAttach, 40*time.Millisecond, 60*time.Millisecond)
@@ -316,6 +317,23 @@ func TestWaitTransitionWhileThrottled(t *testing.T) {
 	if tick := looks[0].Truncate(coarse).Add(coarse); looks[1].Before(tick) {
 		t.Errorf("second look %v after the first, want it at the next coarse tick (%v steps), not a fine one (1ms)",
 			looks[1].Sub(looks[0]), coarse)
+	}
+
+	// A first look the grid pushed later does not steer the first looks of
+	// a kind whose times vary: it finds the change done more often than a
+	// look where the schedule put it would.
+	c.latencies.samples[transitionDetach] = []time.Duration{ms(100), ms(300), ms(500), ms(700), ms(900), ms(1100)}
+	before, steady, _ := c.latencies.firstLookAt(transitionDetach)
+	if steady {
+		t.Fatal("the detach samples count as steady; the test needs times that vary")
+	}
+	if err := c.waitTransition(context.Background(), transitionDetach, time.Now(), func(context.Context) (bool, string, error) {
+		return true, "detached", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if after, _, _ := c.latencies.firstLookAt(transitionDetach); after != before {
+		t.Errorf("a first look on the coarse grid moved the first look from %v to %v", before, after)
 	}
 }
 
