@@ -72,8 +72,7 @@ mkdir -p "$dest/var/lib/dpkg"
 : >"$dest/var/lib/dpkg/status"
 keep=()
 while read -r name version; do
-  deb=
-  for f in "$apt/cache/archives/${name}_${version//:/%3a}_"{arm64,all}.deb; do [[ -f $f ]] && deb=$f; done
+  deb=$(debian_cached_deb "$apt/cache/archives" "$name" "$version" | tail -n1)
   [[ -n $deb ]] || img_die "apt downloaded no package file for $name $version"
   dpkg-deb -x "$deb" "$dest"
   { dpkg-deb -f "$deb" | sed '1a Status: install ok installed'; echo; } >>"$dest/var/lib/dpkg/status"

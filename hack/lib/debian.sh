@@ -66,6 +66,17 @@ CFG
   export APT_CONFIG=$apt/apt.conf
 }
 
+# debian_cached_deb DIR NAME VERSION prints the package file apt downloaded
+# into DIR (an apt cache's archives) for NAME at VERSION (arm64 or all), or
+# nothing when there is none.
+debian_cached_deb() {
+  local f
+  for f in "$1/${2}_${3//:/%3a}_"{arm64,all}.deb; do
+    [[ -f $f ]] && echo "$f"
+  done
+  return 0
+}
+
 # debian_prune_cache DIR KEPT... removes the package files in DIR (an apt
 # cache's archives) that are not among KEPT, so that superseded versions do
 # not pile up.

@@ -127,8 +127,7 @@ if [[ $VM_ARCH == arm64 ]]; then
   rm -rf "$root" && mkdir -p "$root"
   keep=()
   while read -r name version; do
-    deb=
-    for f in "$VM_DIR/apt/cache/archives/${name}_${version//:/%3a}_"{arm64,all}.deb; do [[ -f $f ]] && deb=$f; done
+    deb=$(debian_cached_deb "$VM_DIR/apt/cache/archives" "$name" "$version" | tail -n1)
     [[ -n $deb ]] || vm_die "apt downloaded no package file for $name $version"
     dpkg-deb -x "$deb" "$root"
     keep+=("$deb")
