@@ -42,10 +42,10 @@ func TestDebianMirrorFromAptSources(t *testing.T) {
 		"bookworm-security": "http://security.example/debian-security",
 		"trixie":            "",
 	} {
-		script := `set -euo pipefail; source hack/image/lib.sh; img_apt_source "$1"`
+		script := `set -euo pipefail; source hack/image/lib.sh; debian_apt_source "$1"`
 		code, out := run(t, environ("APT_CONFIG="+aptConfig), "bash", "-c", script, "bash", suite)
 		if code != 0 || strings.TrimSpace(out) != want {
-			t.Errorf("img_apt_source %s = %d %q, want 0 %q", suite, code, out, want)
+			t.Errorf("debian_apt_source %s = %d %q, want 0 %q", suite, code, out, want)
 		}
 	}
 }
