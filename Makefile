@@ -64,14 +64,20 @@ test-vm:
 	hack/vm/test.sh
 	VM_PROFILE=$(VM_PROFILE) hack/vm/nvme.sh
 
+## test-arm64: the tests of the plugin's pure packages (all cmd/diskplane links but pkg/mounter and pkg/driver/node) built for
+## linux/arm64 and run under qemu-user (Debian's qemu-user-static, registered with binfmt_misc; root)
+.PHONY: test-arm64
+test-arm64:
+	hack/arm64/test.sh
+
 ## test-vm-arm64: as root, the node on arm64 (Graviton): test-vm's node-side root tests in a VM booting Debian's arm64
 ## kernel under qemu-system-aarch64 (software emulation), then csi-sanity's mount specs on NVMe and the NVMe scenarios
-## with that VM as the emulator's instance; VM_PROFILE=ci runs only the latter (hack/vm/README.md)
+## with that VM as the emulator's instance; VM_PROFILE=ci runs only the NVMe scenarios (hack/vm/README.md)
 .PHONY: test-vm-arm64
 test-vm-arm64:
 	hack/install-deps.sh vm-arm64
-	$(if $(filter ci,$(VM_PROFILE)),@echo "VM_PROFILE=ci: the root tests' packages are left out on arm64",VM_ARCH=arm64 hack/vm/test.sh)
-	VM_ARCH=arm64 VM_SANITY=mount hack/vm/nvme.sh
+	$(if $(filter ci,$(VM_PROFILE)),@echo "VM_PROFILE=ci: the root tests' packages and csi-sanity are left out on arm64",VM_ARCH=arm64 hack/vm/test.sh)
+	VM_ARCH=arm64 VM_SANITY=$(if $(filter ci,$(VM_PROFILE)),none,mount) hack/vm/nvme.sh
 
 ## test-moto: Diskplane against moto, the independent AWS mock (moto_server on PATH): the cloud layer's integration
 ## tests, csi-sanity's controller specs and a lifecycle load through the diskplane binary, and workload identity's
@@ -250,9 +256,10 @@ e2e-external: build
 
 .PHONY: e2e-helm e2e-kustomize e2e-multinode
 
-## e2e-helm: helm install into the local cluster (node with the startup taint), then tests/e2e, helm upgrade under a mounted volume, leader failover, claims under chaos (E2E_CHAOS=full|ci), helm uninstall leaving nothing
+## e2e-helm: helm install into the local cluster (node with the startup taint), then tests/e2e, helm upgrade under a mounted volume, leader failover, claims under chaos (E2E_CHAOS=full|ci), helm uninstall leaving nothing;
+## E2E_CHART=_output/release/diskplane.tgz installs make release's chart, its image pinned by digest, instead of charts/diskplane
 e2e-helm: build
-	E2E_FLAGS='$(E2E_FLAGS)' E2E_RUN='$(E2E_RUN)' E2E_SKIP='$(E2E_SKIP)' hack/e2e/incluster.sh helm
+	E2E_FLAGS='$(E2E_FLAGS)' E2E_RUN='$(E2E_RUN)' E2E_SKIP='$(E2E_SKIP)' E2E_CHART='$(E2E_CHART)' hack/e2e/incluster.sh helm
 
 ## e2e-multinode: a multi-node local cluster (NODES=3 workers in two zones, each an emulator instance that sees only its own volumes),
 ## Diskplane installed with Helm, then the scenarios of tests/e2e/multinode (E2E_MULTINODE_PROFILE=full|ci; E2E_MULTINODE_RUN=<regexp>)

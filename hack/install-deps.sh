@@ -5,6 +5,8 @@
 #   hack/install-deps.sh            packages for build and tests
 #   hack/install-deps.sh cluster    plus what the local Kubernetes cluster needs
 #   hack/install-deps.sh windows    plus Wine and mingw-w64, for the Windows node's tests (hack/wine)
+#   hack/install-deps.sh arm64      plus qemu-user-static: arm64 programs run under qemu-user (make test-arm64,
+#                                   the arm64 image's programs started by make image's checks)
 #   hack/install-deps.sh vm-arm64   plus qemu-system-aarch64 and what hack/vm/build.sh needs to assemble
 #                                   the arm64 node VM from arm64 packages (make test-vm-arm64)
 set -euo pipefail
@@ -20,6 +22,7 @@ case "${1:-}" in
   # directly (-kernel on the virt board), so no UEFI firmware is needed.
   # binutils: readelf, the libraries an arm64 program loads; busybox-static:
   # the applet list of the arm64 busybox, which cannot run here.
+  arm64) packages+=(qemu-user-static) ;;
   vm-arm64) packages+=(qemu-system-arm busybox-static kmod binutils cpio debian-archive-keyring) ;;
 esac
 

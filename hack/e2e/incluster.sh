@@ -44,6 +44,16 @@
 # failure makes the exit code non-zero. The cluster and the emulator stay up
 # (make demo-down removes them), as after make e2e.
 #
+# E2E_CHART installs a packaged chart instead of charts/diskplane (Helm
+# only): CI gives it make release's _output/release/diskplane.tgz, so that
+# the chart a user downloads is the one installed and tested. Its plugin
+# image is pinned by digest: the images step also imports the image index
+# released beside it (diskplane-index.oci.tar) under
+# <repository>@<digest>, as a pull by digest names it, and TestInstalled
+# checks that the plugin's pods run exactly that image. The upgrade and
+# failover steps then upgrade to this tree's chart and images, as a user
+# moving off that release would.
+#
 # Settings: see hack/e2e/lib.sh; E2E_FLAGS (go test flags of the suites,
 # default as in the Makefile); E2E_RUN (a -run regexp: only those tests of
 # tests/e2e; empty runs them all); E2E_SKIP (steps not to run, of upgrade,
@@ -87,6 +97,25 @@ esac
 
 namespace=kube-system
 release=diskplane
+chart=$lc_repo/charts/diskplane
+pinned_index='' pinned_image=''
+if [[ -n ${E2E_CHART:-} ]]; then
+  [[ $method == helm ]] || lc_die "E2E_CHART=$E2E_CHART: a packaged chart is installed with Helm only"
+  chart=$(readlink -f "$E2E_CHART") || lc_die "E2E_CHART=$E2E_CHART: no such chart"
+  [[ -f $chart && $chart == *.tgz ]] || lc_die "E2E_CHART=$E2E_CHART: not a packaged chart (.tgz); run make release first"
+  pinned_index=$(dirname "$chart")/diskplane-index.oci.tar
+  [[ -f $pinned_index ]] || lc_die "$pinned_index: the image index released with $chart is missing"
+  pinned_image=$(tar -xzOf "$chart" diskplane/values.yaml | awk '
+    /^image:/ { plugin = 1; next }
+    plugin && /^[^ #]/ { plugin = 0 }
+    plugin && /^  repository:/ { repo = $2 }
+    plugin && /^  digest:/ { gsub(/"/, "", $2); digest = $2 }
+    END { if (repo != "" && digest != "") print repo "@" digest }')
+  [[ $pinned_image == *@sha256:* ]] || lc_die "$chart pins no plugin image by digest (image.repository, image.digest)"
+  index_digest=$(tar -xOf "$pinned_index" index.json | jq -r '.manifests[0].digest')
+  [[ $pinned_image == *"@$index_digest" ]] ||
+    lc_die "$chart pins $pinned_image, not the image index released beside it ($index_digest)"
+fi
 overlay=$e2e_here/kustomize
 taint=$DRIVER_NAME/agent-not-ready
 E2E_FLAGS=${E2E_FLAGS:--count=1 -timeout=40m -parallel=4 -v}
@@ -198,6 +227,7 @@ images() {
   "$lc_repo/hack/image/build.sh"
   "$lc_repo/hack/image/sidecars.sh"
   "$lc_repo/hack/image/import.sh"
+  [[ -z $pinned_index ]] || "$lc_repo/hack/image/import.sh" "$pinned_index"
 }
 
 controller_ready() {
@@ -228,7 +258,7 @@ install() {
         --set "node.windows.pipeAdmissionPolicy.allowedServiceAccounts={default/diskplane-e2e-pipes}")
       local multinode=()
       e2e_multinode && multinode=(-f "$lc_repo/hack/chart/values-multinode.yaml")
-      lc_helm "${verb[@]}" "$release" "$lc_repo/charts/diskplane" --namespace "$namespace" \
+      lc_helm "${verb[@]}" "$release" "$chart" --namespace "$namespace" \
         -f "$lc_repo/hack/chart/values-local-cluster.yaml" "${multinode[@]}" \
         --set controller.logLevel=4 --set node.logLevel=4 \
         --set "node.additionalArgs={--device-link-dir=$links}" "${windows[@]}"
@@ -250,7 +280,7 @@ go_test() {
   shift
   # shellcheck disable=SC2086 # E2E_FLAGS is a list of flags
   (cd "$lc_repo" && KUBECONFIG=$lc_kubeconfig HELM=$helm E2E_KUSTOMIZE_DIR=$overlay DRIVER_NAME=$DRIVER_NAME \
-    CGO_ENABLED=1 go test -race -tags "$tags" $E2E_FLAGS "$@")
+    E2E_PINNED_IMAGE=$pinned_image CGO_ENABLED=1 go test -race -tags "$tags" $E2E_FLAGS "$@")
 }
 
 for s in cluster emulator images install; do

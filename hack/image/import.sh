@@ -5,7 +5,9 @@
 # find them without a pull.
 #   hack/image/import.sh [ARCHIVE...]    default: every _output/images/*.tar
 #                                        but the OCI image index, whose
-#                                        linux/amd64 image diskplane.tar is
+#                                        linux/amd64 image diskplane.tar is;
+#                                        an index given (make release's) is
+#                                        also named <repository>@<digest>
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -27,8 +29,5 @@ if [[ -n $(lc_worker_ids) ]]; then
   exit 0
 fi
 lc_pid_alive containerd || lc_die "the local cluster's containerd is not running; run hack/local-cluster/up.sh first"
-for archive in "${archives[@]}"; do
-  ctr --address "$lc_containerd_sock" --namespace k8s.io images import "$archive" >/dev/null
-  lc_log "imported $(basename "$archive")"
-done
+lc_import_images "$lc_containerd_sock" "${archives[@]}"
 ctr --address "$lc_containerd_sock" --namespace k8s.io images list -q | grep -E 'diskplane|sig-storage' || true

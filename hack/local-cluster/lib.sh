@@ -140,13 +140,21 @@ lc_wait() {
 
 # lc_import_images SOCKET [ARCHIVE...] imports image archives (default: every
 # one build.sh made) into the k8s.io namespace, the kubelet's, of the
-# containerd listening on SOCKET.
+# containerd listening on SOCKET. An OCI image index archive (*.oci.tar,
+# make release's) is named by its digest too, repository@sha256:..., as a
+# pull by digest names it: a chart that pins the digest finds it.
 lc_import_images() {
-  local socket=$1 archive names=()
+  local socket=$1 archive names=() ref by_digest
   shift
   (($#)) || set -- "$lc_images"/*.tar
   for archive; do
-    ctr --address "$socket" --namespace k8s.io images import "$archive" >/dev/null
+    by_digest=()
+    if [[ $archive == *.oci.tar ]]; then
+      ref=$(tar -xOf "$archive" index.json | jq -r '.manifests[0].annotations["org.opencontainers.image.ref.name"] // empty')
+      [[ $ref == */*:* ]] || lc_die "$archive: its index.json names no image (<repository>:<tag>), got \"$ref\""
+      by_digest=(--digests --base-name "${ref%:*}")
+    fi
+    ctr --address "$socket" --namespace k8s.io images import "${by_digest[@]}" "$archive" >/dev/null
     names+=("$(basename "$archive")")
   done
   lc_log "images imported: ${names[*]}"

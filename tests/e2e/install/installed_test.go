@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ func TestInstalled(t *testing.T) {
 	t.Run("pods ready", func(t *testing.T) {
 		waitFor(t, "the controller Deployment and node DaemonSet ready", readyTimeout, rolledOut)
 	})
+	t.Run("plugin image pinned by the release", checkPinnedImage)
 	t.Run("driver registered", func(t *testing.T) {
 		waitFor(t, "CSINode "+env.node+" listing "+env.driverName, readyTimeout, func(ctx context.Context) (bool, string, error) {
 			ok, err := driverRegistered(ctx)
@@ -80,6 +82,42 @@ func TestInstalled(t *testing.T) {
 	t.Run("admission policy keeps csi-proxy's pipes to the Windows node plugin", func(t *testing.T) {
 		checkPipePolicy(t)
 	})
+}
+
+// checkPinnedImage checks, when Diskplane was installed from a released
+// chart (hack/e2e/incluster.sh's E2E_CHART), that every running pod of the
+// controller and the node plugin runs the plugin as the image the release
+// pinned, <repository>@<index digest>, and nothing else: the chart a user
+// downloads starts the images released with it.
+func checkPinnedImage(t *testing.T) {
+	want := os.Getenv("E2E_PINNED_IMAGE")
+	if want == "" {
+		t.Skip("E2E_PINNED_IMAGE is unset: installed from the tree's chart, which pins no digest")
+	}
+	pods, err := env.client.CoreV1().Pods(env.namespace).List(t.Context(), metav1.ListOptions{LabelSelector: appSelector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugins := 0
+	for _, pod := range pods.Items {
+		if pod.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		for _, c := range pod.Spec.Containers {
+			if c.Name != pluginContainer {
+				continue
+			}
+			plugins++
+			if c.Image != want {
+				t.Errorf("pod %s runs the plugin as %s, want the released %s", pod.Name, c.Image, want)
+			}
+		}
+	}
+	// The controller and the node plugin on the one node.
+	if plugins < 2 {
+		t.Fatalf("found %d running plugin containers in namespace %s, want the controller's and the node's", plugins, env.namespace)
+	}
+	t.Logf("%d plugin containers run %s", plugins, want)
 }
 
 // checkNodePolicy acts as the node plugin's ServiceAccount (RBAC lets it
