@@ -2,17 +2,22 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	"github.com/diskplane/diskplane/pkg/cloud"
 	"github.com/diskplane/diskplane/pkg/cloud/datakeys"
 	"github.com/diskplane/diskplane/pkg/driver/controller"
 	"github.com/diskplane/diskplane/pkg/driver/parameters"
+	"github.com/diskplane/diskplane/pkg/kubeclient"
+	"github.com/diskplane/diskplane/pkg/snapshotintent"
 )
 
 // controllerFlags are the flags that only the controller service reads.
@@ -22,6 +27,7 @@ type controllerFlags struct {
 	modifyCoalesceWindow time.Duration
 	userAgentExtra       string
 	visibilityTimeout    time.Duration
+	snapshotIntents      bool
 }
 
 func (f *controllerFlags) register(fs *flag.FlagSet) {
@@ -35,6 +41,10 @@ func (f *controllerFlags) register(fs *flag.FlagSet) {
 		"appended to the user agent of EC2 calls (e.g. helm), so CloudTrail shows how this driver was installed")
 	fs.DurationVar(&f.visibilityTimeout, "visibility-timeout", cloud.DefaultVisibilityTimeout,
 		"the longest EC2's reads may lag behind a request that made a volume, snapshot or modification: a volume missing that long after CreateVolume is taken to be gone, and until that long after a request (or after this process started) a lookup that finds nothing does not allow making the resource again")
+	fs.BoolVar(&f.snapshotIntents, "snapshot-intents", true,
+		"record this process on each VolumeSnapshotContent (annotation <driver-name>/create-snapshot-sent-by) before asking EC2 for its snapshot, "+
+			"so that a successor which finds no other process there asks at once instead of waiting out --visibility-timeout after its start; "+
+			"needs the Kubernetes API (the pod's service account or --kubeconfig) and patch on volumesnapshotcontents")
 }
 
 // buildController builds the cloud from the SDK's standard configuration
@@ -62,16 +72,47 @@ func buildController(ctx context.Context, opts *options, reg prometheus.Register
 	if err != nil {
 		return nil, nil, err
 	}
+	intents, err := snapshotIntents(opts)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
 	svc, err := controller.New(c, controller.Options{
 		DriverName:           opts.driverName,
 		ExtraTags:            extraTags,
 		ClusterID:            f.clusterID,
 		ModifyCoalesceWindow: f.modifyCoalesceWindow,
 		Keys:                 datakeys.NewWrapper(awsCfg),
+		SnapshotIntents:      intents,
 	})
 	if err != nil {
 		c.Close()
 		return nil, nil, err
 	}
 	return svc, func() { svc.Close(); c.Close() }, nil
+}
+
+// snapshotIntents is the ledger the controller records its snapshot
+// intents in, through the Kubernetes API: nil when --snapshot-intents is
+// off, or when the plugin runs outside a pod without --kubeconfig (then the
+// first snapshot of a name within --visibility-timeout of the start waits
+// that out, as the log says).
+func snapshotIntents(opts *options) (controller.SnapshotIntents, error) {
+	if !opts.controller.snapshotIntents {
+		klog.V(2).InfoS("Snapshot intents are not recorded (--snapshot-intents=false): the first snapshot of a name within --visibility-timeout of this start waits that out")
+		return nil, nil
+	}
+	client, err := kubeclient.NewDynamic(opts.kubeconfig)
+	if err != nil {
+		if opts.kubeconfig == "" && errors.Is(err, rest.ErrNotInCluster) {
+			klog.InfoS("Snapshot intents are not recorded: not in a pod and no --kubeconfig; the first snapshot of a name within --visibility-timeout of this start waits that out")
+			return nil, nil
+		}
+		return nil, fmt.Errorf("--snapshot-intents: %w", err)
+	}
+	ledger, err := snapshotintent.New(client, opts.driverName)
+	if err != nil {
+		return nil, fmt.Errorf("--snapshot-intents: %w", err)
+	}
+	return ledger, nil
 }

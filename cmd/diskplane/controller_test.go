@@ -112,3 +112,56 @@ func TestControllerFlagsAreChecked(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotIntents: the controller records its snapshot intents through
+// the Kubernetes API it is given, records none when the flag is off or when
+// it runs outside a pod without --kubeconfig (then it waits as before), and
+// refuses to start with a kubeconfig it cannot read.
+func TestSnapshotIntents(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Outside a pod, as the tests run.
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		wantLedger bool
+		wantErr    string
+	}{
+		{name: "kubeconfig", args: []string{"--kubeconfig=" + kubeconfig}, wantLedger: true},
+		{name: "turned off", args: []string{"--kubeconfig=" + kubeconfig, "--snapshot-intents=false"}},
+		{name: "outside a pod", args: nil},
+		{name: "kubeconfig missing", args: []string{"--kubeconfig=" + filepath.Join(dir, "missing")},
+			wantErr: "--snapshot-intents: no Kubernetes client from kubeconfig"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("diskplane", flag.ContinueOnError)
+			opts := registerFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			intents, err := snapshotIntents(opts)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("snapshotIntents: %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := intents != nil; got != tc.wantLedger {
+				t.Fatalf("snapshotIntents gave a ledger: %v, want %v", got, tc.wantLedger)
+			}
+		})
+	}
+}

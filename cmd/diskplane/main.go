@@ -32,6 +32,7 @@ type options struct {
 	driverName   string
 	httpEndpoint string
 	showVersion  bool
+	kubeconfig   string
 	controller   controllerFlags
 	node         nodeFlags
 }
@@ -43,6 +44,9 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.driverName, "driver-name", DefaultDriverName, "CSI driver name; ebs.csi.aws.com takes over volumes provisioned by the upstream AWS EBS driver")
 	fs.StringVar(&o.httpEndpoint, "http-endpoint", "", "host:port serving /metrics and /healthz; empty disables it")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "",
+		"kubeconfig of the Kubernetes API, for a plugin run outside a pod: the node reads its CSIDriver and records events on pods through it, "+
+			"the controller records its snapshot intents there; empty: the pod's service account")
 	o.controller.register(fs)
 	o.node.register(fs)
 	klog.InitFlags(fs)

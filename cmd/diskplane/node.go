@@ -50,7 +50,6 @@ type nodeFlags struct {
 	csiProxyWait              time.Duration
 	tokenAudience             string
 	tokenPlace                string
-	kubeconfig                string
 }
 
 // Values of --workload-identity-tokens.
@@ -91,8 +90,6 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.tokenPlace, "workload-identity-tokens", tokensFromCSIDriver,
 		"where the kubelet puts the pods' service-account tokens, the only place the node takes them from: csidriver (as the driver's CSIDriver object's "+
 			"serviceAccountTokenInSecrets says, read through the Kubernetes API), volume-context or secrets (for a node that cannot read it)")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "",
-		"kubeconfig of the Kubernetes API the node reads its CSIDriver from and records events on pods through, for a plugin run outside a pod; empty: the pod's service account")
 	fs.BoolVar(&f.windowsHostProcess, "windows-host-process", false,
 		"Windows nodes in a HostProcess pod: do csi-proxy's disk, volume and filesystem operations in this process with its v2 library, instead of asking the csi-proxy service over its named pipes")
 	fs.StringVar(&f.windowsStateDir, "windows-state-dir", "",
@@ -174,7 +171,7 @@ func buildNode(ctx context.Context, opts *options, reg prometheus.Registerer) (c
 	}
 	// The Kubernetes API, where a node plugin can reach it: its CSIDriver
 	// and events on pods. A plugin outside a pod (a test's) may have none.
-	client, clientErr := kubeclient.New(f.kubeconfig)
+	client, clientErr := kubeclient.New(opts.kubeconfig)
 	place, watch := tokenPlace(f, client, clientErr, opts.driverName)
 	var events node.PodEventer
 	var recorder *podevents.Recorder

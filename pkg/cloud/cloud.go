@@ -222,6 +222,29 @@ type Snapshot struct {
 type CreateSnapshotOptions struct {
 	// Tags are set on the snapshot at creation, besides the name tag.
 	Tags map[string]string
+	// Intent, when set, records this process as one that may send
+	// CreateSnapshot for the name before anything is sent, and tells whether
+	// another process did so first. Without it, nothing tells whether a
+	// previous process sent a request for the name, so a lookup that finds
+	// no snapshot is trusted only VisibilityTimeout after this process
+	// started.
+	Intent SnapshotIntent
+}
+
+// SnapshotIntent is the record, kept where every controller process reads
+// it with strong consistency (EC2's reads are eventually consistent, tags
+// included), of which processes may have sent CreateSnapshot for one
+// snapshot name. CreateSnapshot has no ClientToken: a process that may send
+// one records itself first, so that a successor which finds no earlier
+// record knows that no predecessor sent anything, and trusts a lookup that
+// finds no snapshot at once instead of waiting out EC2's visibility window
+// after its start.
+type SnapshotIntent interface {
+	// Record marks this process as one that may send CreateSnapshot for the
+	// name, and reports whether another process had marked itself before
+	// (it may have sent a request whose snapshot EC2's reads do not show
+	// yet). An error means nothing may be sent.
+	Record(ctx context.Context) (othersBefore bool, err error)
 }
 
 // ListOptions selects one page of volumes.

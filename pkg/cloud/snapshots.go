@@ -28,13 +28,19 @@ func snapshotSendKey(name string) string { return "snapshot/" + name }
 // connection, a timeout), and while a request for the name, this process's
 // or a previous one's, is recent enough that EC2's reads may not show its
 // snapshot yet, the name is looked up until the snapshot shows or the reads
-// can be trusted (see sendLog). It does not wait for the snapshot to
-// complete.
+// can be trusted (see sendLog). A previous process counts only when
+// opts.Intent, recorded before anything is sent, says one recorded itself
+// for the name; without an Intent any may have. It does not wait for the
+// snapshot to complete.
 func (c *ec2Cloud) CreateSnapshot(ctx context.Context, name, sourceVolumeID string, opts *CreateSnapshotOptions) (*Snapshot, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
 	if name == "" || sourceVolumeID == "" {
 		return nil, fmt.Errorf("a snapshot needs a name and a source volume: %w", ErrInvalidArgument)
+	}
+	earlierProcesses, err := recordSnapshotIntent(ctx, name, opts)
+	if err != nil {
+		return nil, err
 	}
 	if err := c.awaitLookupTick(ctx); err != nil {
 		return nil, err
@@ -42,7 +48,7 @@ func (c *ec2Cloud) CreateSnapshot(ctx context.Context, name, sourceVolumeID stri
 	key := snapshotSendKey(name)
 	for {
 		var snap *Snapshot
-		found, err := c.awaitSettled(ctx, key, true, "a snapshot named "+name, func(ctx context.Context) (bool, error) {
+		found, err := c.awaitSettled(ctx, key, earlierProcesses, "a snapshot named "+name, func(ctx context.Context) (bool, error) {
 			s, err := c.snapshotNamed(ctx, name, sourceVolumeID)
 			snap = s
 			return s != nil, err
@@ -60,6 +66,23 @@ func (c *ec2Cloud) CreateSnapshot(ctx context.Context, name, sourceVolumeID stri
 		klog.InfoS("CreateSnapshot failed and may have been applied; looking for the snapshot by name before asking again",
 			"name", name, "volumeID", sourceVolumeID, "err", err)
 	}
+}
+
+// recordSnapshotIntent records this process's intent to send CreateSnapshot
+// for name, when the caller gave a place for it, and reports whether a
+// previous process may have sent one: always without such a place; with
+// one, only when another process recorded itself before.
+func recordSnapshotIntent(ctx context.Context, name string, opts *CreateSnapshotOptions) (bool, error) {
+	if opts == nil || opts.Intent == nil {
+		return true, nil
+	}
+	others, err := opts.Intent.Record(ctx)
+	if err != nil {
+		return false, fmt.Errorf("snapshot %q: could not record that this controller may ask EC2 for it, which a successor must know before it asks: %w: %w",
+			name, ErrRetryLater, err)
+	}
+	klog.V(4).InfoS("Recorded the intent to create a snapshot", "name", name, "otherProcessesBefore", others)
+	return others, nil
 }
 
 // snapshotNamed returns the snapshot that carries name, or nil when there

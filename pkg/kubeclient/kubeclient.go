@@ -2,7 +2,8 @@
 // from its service account, for the parts of the node plugin that read or
 // change Kubernetes objects (its Node's identity and startup taint, the
 // VolumeAttachments its preStop hook waits for, its CSIDriver's token
-// settings).
+// settings) and for the controller's snapshot intents (package
+// snapshotintent).
 package kubeclient
 
 import (
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -18,13 +20,7 @@ import (
 
 // InCluster builds a client from the pod's service account token and the
 // API server's address in the pod's environment.
-func InCluster() (kubernetes.Interface, error) {
-	cfg, err := inClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("no Kubernetes client: %w", err)
-	}
-	return fromConfig(cfg)
-}
+func InCluster() (kubernetes.Interface, error) { return New("") }
 
 // serviceAccountDir is where the kubelet mounts a pod's service account,
 // below the container's root.
@@ -67,14 +63,43 @@ func inClusterConfig() (*rest.Config, error) {
 // outside a pod (a host process of the local cluster, the node VM), or as
 // InCluster does when path is empty.
 func New(path string) (kubernetes.Interface, error) {
+	cfg, err := config(path)
+	if err != nil {
+		return nil, err
+	}
+	return fromConfig(cfg)
+}
+
+// NewDynamic builds a dynamic client as New builds a typed one, for the
+// custom resources the controller touches (VolumeSnapshotContents), which
+// no typed client of client-go knows.
+func NewDynamic(path string) (dynamic.Interface, error) {
+	cfg, err := config(path)
+	if err != nil {
+		return nil, err
+	}
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("build a Kubernetes client: %w", err)
+	}
+	return client, nil
+}
+
+// config is the kubeconfig file's configuration at path, or the pod's
+// service account's when path is empty.
+func config(path string) (*rest.Config, error) {
 	if path == "" {
-		return InCluster()
+		cfg, err := inClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no Kubernetes client: %w", err)
+		}
+		return cfg, nil
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		return nil, fmt.Errorf("no Kubernetes client from kubeconfig %s: %w", path, err)
 	}
-	return fromConfig(cfg)
+	return cfg, nil
 }
 
 func fromConfig(cfg *rest.Config) (kubernetes.Interface, error) {

@@ -10,6 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/diskplane/diskplane/pkg/snapshotintent"
 )
 
 // TestSnapshotRestore takes a snapshot (examples/snapshot) of the claim of
@@ -113,6 +115,13 @@ func (sc *scenario) snapshotReady(name string) string {
 	id, _, _ := unstructured.NestedString(c.Object, "status", "snapshotHandle")
 	if !strings.HasPrefix(id, "snap-") {
 		sc.t.Fatalf("VolumeSnapshotContent %s has the handle %q, not an EC2 snapshot ID", content, id)
+	}
+	// The controller recorded itself on the content before it asked EC2
+	// (design.md, "Snapshot intents").
+	key := env.driverName + "/" + snapshotintent.AnnotationName
+	if c.GetAnnotations()[key] == "" {
+		sc.t.Fatalf("VolumeSnapshotContent %s has no annotation %s: the controller did not record itself before asking EC2 for the snapshot",
+			content, key)
 	}
 	return id
 }

@@ -9,8 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	emuimds "github.com/diskplane/diskplane/pkg/emulator/imds"
 	"k8s.io/client-go/kubernetes/fake"
+
+	emuimds "github.com/diskplane/diskplane/pkg/emulator/imds"
 )
 
 func TestParseSources(t *testing.T) {

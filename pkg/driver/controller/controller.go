@@ -52,6 +52,20 @@ type Options struct {
 	// Keys wraps the LUKS keys of volumes whose StorageClass says
 	// nodeEncryptionKeySource: kms; without it such classes are refused.
 	Keys datakeys.Wrapper
+	// SnapshotIntents records, before CreateSnapshot is sent for a
+	// snapshot the external-snapshotter asked for, that this process may
+	// send it, on the VolumeSnapshotContent the request names (package
+	// snapshotintent). Without it, or for a request that names no content,
+	// the first snapshot of a name within the cloud's visibility window of
+	// this process's start waits that window out.
+	SnapshotIntents SnapshotIntents
+}
+
+// SnapshotIntents hands out the record of which controller processes may
+// have sent CreateSnapshot for a VolumeSnapshotContent's snapshot, kept
+// where every process reads it with strong consistency.
+type SnapshotIntents interface {
+	For(content string) cloud.SnapshotIntent
 }
 
 // Service is the CSI Controller service. It also reports the plugin
@@ -62,6 +76,7 @@ type Service struct {
 	cloud      cloud.Cloud
 	params     *parameters.Parser
 	keys       datakeys.Wrapper
+	intents    SnapshotIntents
 	driverName string
 	inFlight   inflight.Set
 	modifier   *coalescer.Coalescer[string, modifyRequest, *modifyOutcome]
@@ -82,7 +97,7 @@ func New(c cloud.Cloud, opts Options) (*Service, error) {
 	if window == 0 {
 		window = DefaultModifyCoalesceWindow
 	}
-	s := &Service{cloud: c, params: params, keys: opts.Keys, driverName: opts.DriverName}
+	s := &Service{cloud: c, params: params, keys: opts.Keys, intents: opts.SnapshotIntents, driverName: opts.DriverName}
 	s.modifier, err = coalescer.New(mergeModifyRequests, s.executeModify, coalescer.Options{
 		Name: "ModifyVolume", Window: window, ExecTimeout: defaultModifyTimeout,
 	})
@@ -90,7 +105,7 @@ func New(c cloud.Cloud, opts Options) (*Service, error) {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
 	klog.V(2).InfoS("Controller service ready", "driver", opts.DriverName, "modifyCoalesceWindow", window,
-		"extraTags", len(opts.ExtraTags), "clusterID", opts.ClusterID)
+		"extraTags", len(opts.ExtraTags), "clusterID", opts.ClusterID, "snapshotIntents", opts.SnapshotIntents != nil)
 	return s, nil
 }
 

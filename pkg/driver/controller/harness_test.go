@@ -27,6 +27,9 @@ type harness struct {
 	cloud cloud.Cloud
 	svc   *Service
 	opts  Options
+	// visibility, when set, replaces the test configuration's
+	// VisibilityTimeout from the next start on.
+	visibility time.Duration
 }
 
 // testCloudConfig keeps the cloud layer's waits short: the emulator changes
@@ -68,7 +71,11 @@ func (h *harness) start() {
 		BaseEndpoint: aws.String(h.env.EC2URL),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDEMULATOR", "emulator-secret", ""),
 	}
-	c, err := cloud.NewFromAWSConfig(awsCfg, testCloudConfig())
+	cfg := testCloudConfig()
+	if h.visibility != 0 {
+		cfg.VisibilityTimeout = h.visibility
+	}
+	c, err := cloud.NewFromAWSConfig(awsCfg, cfg)
 	if err != nil {
 		h.t.Fatalf("cloud: %v", err)
 	}

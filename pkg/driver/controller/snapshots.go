@@ -41,7 +41,11 @@ func (s *Service) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotReq
 	if err != nil {
 		return nil, err
 	}
-	snap, err := s.cloud.CreateSnapshot(ctx, name, source, &cloud.CreateSnapshotOptions{Tags: mergeMaps(params.Tags, sourceTags)})
+	opts := &cloud.CreateSnapshotOptions{Tags: mergeMaps(params.Tags, sourceTags)}
+	if content := params.Metadata.VolumeSnapshotContentName; content != "" && s.intents != nil {
+		opts.Intent = s.intents.For(content)
+	}
+	snap, err := s.cloud.CreateSnapshot(ctx, name, source, opts)
 	if err != nil {
 		return nil, failed(err, "create snapshot %q of volume %s", name, source)
 	}

@@ -1,8 +1,11 @@
 package controller
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -285,5 +288,71 @@ func TestCreateVolumeClone(t *testing.T) {
 		if v.Tags[cloud.TagVolumeName] == "pvc-clone-unsupported" {
 			t.Errorf("a refused clone left volume %s", v.ID)
 		}
+	}
+}
+
+// recordingIntents hands out intents that report no process before, or
+// fail with err, remembering the contents asked for.
+type recordingIntents struct {
+	mu       sync.Mutex
+	contents []string
+	err      error
+}
+
+func (r *recordingIntents) For(content string) cloud.SnapshotIntent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.contents = append(r.contents, content)
+	return r
+}
+
+func (r *recordingIntents) Record(context.Context) (bool, error) { return false, r.err }
+
+// TestCreateSnapshotRecordsIntent: right after a start, with EC2's
+// visibility window far longer than the calls' deadlines. A request that
+// names its VolumeSnapshotContent (the snapshotter's
+// --extra-create-metadata) has this process recorded on it before
+// CreateSnapshot is sent, and the record's "no process before" lets the
+// snapshot be made at once; one that names no content is not recorded and
+// waits out the window (past the deadline here); a record that fails is
+// Unavailable and sends nothing.
+func TestCreateSnapshotRecordsIntent(t *testing.T) {
+	intents := &recordingIntents{}
+	h := newHarness(t, emulatortest.Options{}, Options{SnapshotIntents: intents})
+	vol := h.createVolume(t, createReq("pvc-src", 5, ""))
+	h.visibility = time.Hour
+	h.restart()
+	create := func(name string, params map[string]string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := h.svc.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: name, SourceVolumeId: vol.VolumeId, Parameters: params})
+		return err
+	}
+	named := func(name string) int {
+		n := 0
+		for _, s := range h.env.Cloud().Snapshots() {
+			if s.Tags[cloud.TagSnapshotName] == name {
+				n++
+			}
+		}
+		return n
+	}
+	withContent := map[string]string{parameters.KeyVolumeSnapshotContentName: "snapcontent-1"}
+
+	if err := create("snapshot-1", withContent); err != nil {
+		t.Fatalf("the first snapshot after the start, its intent recorded with no process before: %v", err)
+	}
+	wantCode(t, create("snapshot-2", nil), codes.DeadlineExceeded, "may not show")
+	if !slices.Equal(intents.contents, []string{"snapcontent-1"}) {
+		t.Fatalf("intents recorded for contents %v, want only snapcontent-1", intents.contents)
+	}
+	if named("snapshot-1") != 1 || named("snapshot-2") != 0 {
+		t.Fatalf("snapshots made: %d named snapshot-1, %d snapshot-2; want 1 and 0", named("snapshot-1"), named("snapshot-2"))
+	}
+
+	intents.err = errors.New("volumesnapshotcontents is forbidden")
+	wantCode(t, create("snapshot-3", withContent), codes.Unavailable, "forbidden")
+	if named("snapshot-3") != 0 {
+		t.Fatal("a snapshot was made although its intent could not be recorded")
 	}
 }
