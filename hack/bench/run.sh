@@ -6,9 +6,9 @@
 #                             time, 500 with throttling, and 100 with throttling and 5 % 5xx, all on the fixed
 #                             2 s latencies; then 100 ten at a time on instant latencies, 60 ten at a time on
 #                             EBS-like ones, plain and with throttling and 5 % 5xx, and 20 ten at a time on slow
-#                             ones; P3 with 50 claims; P4 with 50 volumes; P6 over 5,000 volumes. ci: a reduced
-#                             run (30 lifecycles ten at a time, plain and with faults; 10 claims) that prints
-#                             the same kinds of rows.
+#                             ones; P3 with 50 claims, and a snapshot as soon as a restarted controller serves;
+#                             P4 with 50 volumes; P6 over 5,000 volumes. ci: a reduced run (30 lifecycles ten at
+#                             a time, plain and with faults; 10 claims) that prints the same kinds of rows.
 #   BENCH_LATENCY_PROFILE     the emulator's latency profile for the P1/P2 lifecycle runs that name none:
 #                             instant, fixed (default), ebs (times varying as EBS's) or slow; the floors follow
 #                             it (docs/emulator.md, "Latency profiles")
@@ -40,7 +40,7 @@ echo "bench: P3 in the local cluster ($pods claims with pods)"
 INSTANCE_TYPE=${INSTANCE_TYPE:-m7i.48xlarge} hack/e2e/up.sh >"$dir/cluster-up.log" 2>&1 ||
   { tail -20 "$dir/cluster-up.log" >&2; exit 1; }
 DISKPLANE_BENCH_PODS=$pods DISKPLANE_BENCH_DIR=$dir CGO_ENABLED=1 \
-  go test -tags e2e -run '^TestProvisionToRunning$' -count=1 -timeout 20m -v ./tests/e2e >"$dir/p3.log" 2>&1 ||
+  go test -tags e2e -run '^(TestProvisionToRunning|TestSnapshotAfterControllerRestart)$' -count=1 -timeout 20m -v ./tests/e2e >"$dir/p3.log" 2>&1 ||
   { tail -30 "$dir/p3.log" >&2; exit 1; }
 
 echo "bench: P5 with LUKS2, in the node VM (Debian's kernel: device-mapper)"

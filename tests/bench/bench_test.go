@@ -159,6 +159,14 @@ func benchCluster(t *testing.T, r *report) {
 	r.add(section, "claim to pod Running p50", percentile(p.ToRunning, 50).Seconds(), p.Floor.Seconds(), "s", note)
 	r.add(section, "claim to pod Running p99", percentile(p.ToRunning, 99).Seconds(), p.Floor.Seconds(), "s", "")
 	r.raw["provisionToRunning"] = p
+
+	var s SnapshotAfterStart
+	if !r.readStep(t, "p3-snapshot.json", &s, "P3's snapshot after a controller start was not run (tests/e2e TestSnapshotAfterControllerRestart)") {
+		return
+	}
+	r.add(section, "first snapshot after a controller start, to ready", s.ToReady.Seconds(), s.Floor.Seconds(), "s",
+		fmt.Sprintf("floor: the snapshot's own latency; EC2 asked %.1f s after the VolumeSnapshot; aim ≤ floor + 10 s", s.ToAsked.Seconds()))
+	r.raw["snapshotAfterStart"] = s
 }
 
 // readStep reads into v the JSON results file that a step of make bench run

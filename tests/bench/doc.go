@@ -42,3 +42,17 @@ type EncryptedStage struct {
 	Stage  time.Duration `json:"stage"`
 	ByHand time.Duration `json:"byHand"`
 }
+
+// SnapshotAfterStart is what tests/e2e's TestSnapshotAfterControllerRestart
+// measures in the local cluster (P3) and writes to p3-snapshot.json in the
+// run's directory: a snapshot taken as soon as a restarted controller
+// serves again, which a wait for a predecessor's possible request would
+// hold until the controller's visibility window after its start has passed.
+type SnapshotAfterStart struct {
+	// ToReady is the time from the VolumeSnapshot's creation to its
+	// readyToUse; ToAsked the part of it before EC2 got CreateSnapshot.
+	ToReady time.Duration `json:"toReady"`
+	ToAsked time.Duration `json:"toAsked"`
+	// Floor is the snapshot's own latency, as the emulator drew it.
+	Floor time.Duration `json:"floor"`
+}
