@@ -17,7 +17,10 @@
 #                             60x10-ebs-faults, 20x10-slow; in ci 30x10, 30x10-faults)
 #   UPSTREAM_EBS_CSI_DRIVER   a binary of the upstream AWS EBS CSI driver (built by you from
 #                             kubernetes-sigs/aws-ebs-csi-driver) to run the lifecycles through too, in the
-#                             same run, for a column of its figures
+#                             same run, for a column of its figures: each lifecycle run drives both drivers at
+#                             once, each against its own backend with the same draws
+#   BENCH_APART=1             one driver after the other instead (twice as long; no other driver's work on
+#                             the machine's cores meanwhile)
 # P3 needs the local cluster with Diskplane as host processes: it is brought
 # up (hack/e2e/up.sh, with an m7i.48xlarge node so that 50 volumes fit) when
 # it does not run, and left running; make demo-down stops it. P5's LUKS2 rows
@@ -49,6 +52,7 @@ VM_MEMORY=${VM_MEMORY:-3072} VM_TEST_RUN='^TestStageEncryptedFigures$' VM_TEST_E
 
 echo "bench: P1, P2, P4, P5, P6"
 go test -tags bench -run '^TestBench$' -count=1 -timeout 40m -v ./tests/bench \
-  -args -bench.profile="$profile" -bench.out="$dir" -bench.latency="${BENCH_LATENCY_PROFILE:-}" -bench.runs="${BENCH_RUNS:-}" >"$dir/bench.log" 2>&1 || { tail -40 "$dir/bench.log" >&2; exit 1; }
+  -args -bench.profile="$profile" -bench.out="$dir" -bench.latency="${BENCH_LATENCY_PROFILE:-}" -bench.runs="${BENCH_RUNS:-}" \
+  -bench.apart="$([[ ${BENCH_APART:-} == 1 ]] && echo true || echo false)" >"$dir/bench.log" 2>&1 || { tail -40 "$dir/bench.log" >&2; exit 1; }
 cat "$dir/table.txt"
 echo "bench: $profile profile took $((SECONDS - started)) s; raw data and logs in $dir"
