@@ -6,7 +6,8 @@
 //
 // Contract:
 //   - Keys are collected for at most MaxDelay after the first one arrives, or
-//     until MaxEntries distinct keys are waiting, whichever comes first; then
+//     until MaxEntries distinct keys are waiting, whichever comes first (the
+//     keys of one GetMany arrive together, in one step); then
 //     one exec call looks all of them up. With IdleDelay set, a batch also
 //     starts IdleDelay after its first key whenever no exec call of the
 //     batcher is running, and as soon as the last running one ends: keys
@@ -120,10 +121,10 @@ type Batcher[K comparable, V any] struct {
 	exec       ExecFunc[K, V]
 	startTimer startTimer
 
-	requests  chan request[K, V]
-	finished  chan struct{} // an exec call ended (read by the owner)
-	closing   chan struct{} // closed by Close: stop accepting requests
-	ownerDone chan struct{} // closed when the owner goroutine has returned
+	requests  chan []request[K, V] // one caller's keys, which join batches together
+	finished  chan struct{}        // an exec call ended (read by the owner)
+	closing   chan struct{}        // closed by Close: stop accepting requests
+	ownerDone chan struct{}        // closed when the owner goroutine has returned
 	closeOnce sync.Once
 
 	execCtx    context.Context // parent of every exec call; cancelled by Close
@@ -161,7 +162,7 @@ func newBatcher[K comparable, V any](exec ExecFunc[K, V], opts Options, st start
 		opts:       opts,
 		exec:       exec,
 		startTimer: st,
-		requests:   make(chan request[K, V]),
+		requests:   make(chan []request[K, V]),
 		finished:   make(chan struct{}),
 		closing:    make(chan struct{}),
 		ownerDone:  make(chan struct{}),
@@ -177,28 +178,30 @@ func newBatcher[K comparable, V any](exec ExecFunc[K, V], opts Options, st start
 // ctx ends first. Callers that share a key share the returned value, so a
 // pointer value must be treated as read-only.
 func (b *Batcher[K, V]) Get(ctx context.Context, key K) (V, error) {
-	return b.submit(ctx, key)()
+	return b.submit(ctx, []K{key})[0]()
 }
 
 // GetMany looks up every key of keys as if each had a caller of its own
-// asking at the same moment: the keys fill batches together, so n distinct
-// keys cost about n/MaxEntries exec calls instead of n. It returns a result
+// asking at the same moment: the keys reach the pending batch together, in
+// one step however slowly the machine runs, so n distinct keys cost
+// n/MaxEntries exec calls (rounded up, plus one when a pending batch had
+// room for only some of them) instead of n. It returns a result
 // per distinct key (a key the exec call had no answer for carries an error
 // wrapping ErrNotFound); a whole-call error reaches the keys of that batch
 // only. When ctx ends first, it returns ctx's error.
 func (b *Batcher[K, V]) GetMany(ctx context.Context, keys []K) (map[K]Result[V], error) {
-	waits := make(map[K]func() (V, error), len(keys))
+	seen := make(map[K]bool, len(keys))
 	order := make([]K, 0, len(keys))
 	for _, k := range keys {
-		if _, dup := waits[k]; dup {
-			continue
+		if !seen[k] {
+			seen[k] = true
+			order = append(order, k)
 		}
-		waits[k] = b.submit(ctx, k)
-		order = append(order, k)
 	}
+	waits := b.submit(ctx, order)
 	out := make(map[K]Result[V], len(order))
-	for _, k := range order {
-		v, err := waits[k]()
+	for i, k := range order {
+		v, err := waits[i]()
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
@@ -207,30 +210,42 @@ func (b *Batcher[K, V]) GetMany(ctx context.Context, keys []K) (map[K]Result[V],
 	return out, nil
 }
 
-// submit hands the request to the owner goroutine and returns the function
-// that waits for its result. When submit returns, the owner holds the
-// request, which lets tests order requests against timer ticks.
-func (b *Batcher[K, V]) submit(ctx context.Context, key K) func() (V, error) {
-	r := request[K, V]{ctx: ctx, key: key, reply: make(chan Result[V], 1)}
-	fail := func(err error) func() (V, error) {
-		return func() (V, error) { var zero V; return zero, err }
+// submit hands the requests for keys to the owner goroutine in one message,
+// so that no batch timer fires between them, and returns the functions that
+// wait for their results, in the order of keys. When submit returns, the
+// owner holds the requests, which lets tests order requests against timer
+// ticks.
+func (b *Batcher[K, V]) submit(ctx context.Context, keys []K) []func() (V, error) {
+	rs := make([]request[K, V], len(keys))
+	for i, k := range keys {
+		rs[i] = request[K, V]{ctx: ctx, key: k, reply: make(chan Result[V], 1)}
+	}
+	waits := make([]func() (V, error), len(keys))
+	fail := func(err error) []func() (V, error) {
+		for i := range waits {
+			waits[i] = func() (V, error) { var zero V; return zero, err }
+		}
+		return waits
 	}
 	select {
-	case b.requests <- r:
+	case b.requests <- rs:
 	case <-b.closing:
 		return fail(ErrClosed)
 	case <-ctx.Done():
 		return fail(ctx.Err())
 	}
-	return func() (V, error) {
-		select {
-		case res := <-r.reply:
-			return res.Value, res.Err
-		case <-ctx.Done():
-			var zero V
-			return zero, ctx.Err()
+	for i, r := range rs {
+		waits[i] = func() (V, error) {
+			select {
+			case res := <-r.reply:
+				return res.Value, res.Err
+			case <-ctx.Done():
+				var zero V
+				return zero, ctx.Err()
+			}
 		}
 	}
+	return waits
 }
 
 // Close stops the batcher: callers still waiting for a batch to start get
@@ -278,17 +293,19 @@ func (b *Batcher[K, V]) own() {
 				stopTimer()
 				startTimer()
 			}
-		case r := <-b.requests:
-			if pending == nil {
-				pending = &batch[K, V]{waiters: make(map[K][]request[K, V])}
-				startTimer()
-			}
-			if _, seen := pending.waiters[r.key]; !seen {
-				pending.keys = append(pending.keys, r.key)
-			}
-			pending.waiters[r.key] = append(pending.waiters[r.key], r)
-			if len(pending.keys) >= b.opts.MaxEntries {
-				flush()
+		case rs := <-b.requests:
+			for _, r := range rs {
+				if pending == nil {
+					pending = &batch[K, V]{waiters: make(map[K][]request[K, V])}
+					startTimer()
+				}
+				if _, seen := pending.waiters[r.key]; !seen {
+					pending.keys = append(pending.keys, r.key)
+				}
+				pending.waiters[r.key] = append(pending.waiters[r.key], r)
+				if len(pending.keys) >= b.opts.MaxEntries {
+					flush()
+				}
 			}
 		case <-timerC:
 			flush()

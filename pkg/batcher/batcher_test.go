@@ -204,7 +204,7 @@ func TestBatchResults(t *testing.T) {
 			b, clock := newTestBatcher(t, rec, opts)
 			var waits []func() (string, error)
 			for _, k := range tc.asks {
-				waits = append(waits, b.submit(context.Background(), k))
+				waits = append(waits, ask(b, context.Background(), k))
 			}
 			clock.next(t).fire()
 			got := waitAll(waits)
@@ -226,9 +226,9 @@ func TestMaxEntriesEndsABatchEarly(t *testing.T) {
 	b, clock := newTestBatcher(t, rec, Options{MaxEntries: 2})
 	// The second distinct key fills the batch: it runs without the timer.
 	// A duplicate does not count towards the limit.
-	w1 := b.submit(context.Background(), "a")
-	w2 := b.submit(context.Background(), "a")
-	w3 := b.submit(context.Background(), "b")
+	w1 := ask(b, context.Background(), "a")
+	w2 := ask(b, context.Background(), "a")
+	w3 := ask(b, context.Background(), "b")
 	first := clock.next(t)
 	got := waitAll([]func() (string, error){w1, w2, w3})
 	want := []outcome{{"v-a", nil}, {"v-a", nil}, {"v-b", nil}}
@@ -236,7 +236,7 @@ func TestMaxEntriesEndsABatchEarly(t *testing.T) {
 		t.Fatalf("results = %v, want %v", got, want)
 	}
 	<-first.stopped
-	w4 := b.submit(context.Background(), "c")
+	w4 := ask(b, context.Background(), "c")
 	clock.next(t).fire()
 	if v, err := w4(); v != "v-c" || err != nil {
 		t.Fatalf("c = %q, %v", v, err)
@@ -251,10 +251,10 @@ func TestCallersThatLeaveBeforeTheBatchAreNotLookedUp(t *testing.T) {
 	b, clock := newTestBatcher(t, rec, Options{})
 	gone, cancelGone := context.WithCancel(context.Background())
 	half, cancelHalf := context.WithCancel(context.Background())
-	wGone := b.submit(gone, "gone")
-	wHalfLeft := b.submit(half, "shared")
-	wHalfStays := b.submit(context.Background(), "shared")
-	wOther := b.submit(context.Background(), "other")
+	wGone := ask(b, gone, "gone")
+	wHalfLeft := ask(b, half, "shared")
+	wHalfStays := ask(b, context.Background(), "shared")
+	wOther := ask(b, context.Background(), "other")
 	cancelGone()
 	cancelHalf()
 	if _, err := wGone(); !errors.Is(err, context.Canceled) {
@@ -279,8 +279,8 @@ func TestCallerLeavesWhileTheBatchRuns(t *testing.T) {
 	rec := &recorder{gate: make(chan struct{}), entered: make(chan []string, 1)}
 	b, clock := newTestBatcher(t, rec, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
-	leaver := b.submit(ctx, "a")
-	stayer := b.submit(context.Background(), "a")
+	leaver := ask(b, ctx, "a")
+	stayer := ask(b, context.Background(), "a")
 	clock.next(t).fire()
 	<-rec.entered
 	cancel()
@@ -296,10 +296,10 @@ func TestCallerLeavesWhileTheBatchRuns(t *testing.T) {
 func TestARequestDuringARunningBatchJoinsTheNextOne(t *testing.T) {
 	rec := &recorder{gate: make(chan struct{}), entered: make(chan []string, 2)}
 	b, clock := newTestBatcher(t, rec, Options{})
-	early := b.submit(context.Background(), "a")
+	early := ask(b, context.Background(), "a")
 	clock.next(t).fire()
 	<-rec.entered
-	late := b.submit(context.Background(), "a")
+	late := ask(b, context.Background(), "a")
 	clock.next(t).fire()
 	<-rec.entered
 	close(rec.gate)
@@ -312,7 +312,7 @@ func TestARequestDuringARunningBatchJoinsTheNextOne(t *testing.T) {
 func TestExecTimeoutBoundsABatch(t *testing.T) {
 	rec := &recorder{gate: make(chan struct{})} // never opened: only the timeout ends the call
 	b, clock := newTestBatcher(t, rec, Options{ExecTimeout: time.Millisecond})
-	w := b.submit(context.Background(), "a")
+	w := ask(b, context.Background(), "a")
 	clock.next(t).fire()
 	if _, err := w(); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
@@ -322,10 +322,10 @@ func TestExecTimeoutBoundsABatch(t *testing.T) {
 func TestClose(t *testing.T) {
 	rec := &recorder{gate: make(chan struct{}), entered: make(chan []string, 1)}
 	b, clock := newTestBatcher(t, rec, Options{})
-	running := b.submit(context.Background(), "running")
+	running := ask(b, context.Background(), "running")
 	clock.next(t).fire()
 	<-rec.entered
-	queued := b.submit(context.Background(), "queued")
+	queued := ask(b, context.Background(), "queued")
 	clock.next(t) // the queued batch's timer never fires
 	b.Close()
 	if _, err := running(); !errors.Is(err, context.Canceled) {
@@ -347,7 +347,7 @@ func TestClose(t *testing.T) {
 func TestIdleDelay(t *testing.T) {
 	rec := &recorder{gate: make(chan struct{}), entered: make(chan []string, 2)}
 	b, clock := newTestBatcher(t, rec, Options{IdleDelay: time.Millisecond})
-	first := b.submit(context.Background(), "a")
+	first := ask(b, context.Background(), "a")
 	timer := clock.next(t)
 	if timer.d != time.Millisecond {
 		t.Fatalf("an idle batcher's batch waits %v, want IdleDelay", timer.d)
@@ -356,8 +356,8 @@ func TestIdleDelay(t *testing.T) {
 	<-rec.entered
 
 	// A call runs: the next batch gathers for up to MaxDelay...
-	second := b.submit(context.Background(), "b")
-	third := b.submit(context.Background(), "c")
+	second := ask(b, context.Background(), "b")
+	third := ask(b, context.Background(), "c")
 	timer = clock.next(t)
 	if timer.d != time.Hour {
 		t.Fatalf("a batch behind a running call waits %v, want MaxDelay", timer.d)
@@ -377,4 +377,10 @@ func TestIdleDelay(t *testing.T) {
 	if calls, want := rec.recorded(), [][]string{{"a"}, {"b", "c"}}; !slices.EqualFunc(calls, want, slices.Equal) {
 		t.Fatalf("exec calls = %v, want %v", calls, want)
 	}
+}
+
+// ask submits one key, as Get does, and returns the function that waits for
+// its result.
+func ask(b *Batcher[string, string], ctx context.Context, key string) func() (string, error) {
+	return b.submit(ctx, []string{key})[0]
 }

@@ -3,6 +3,7 @@ package batcher
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -78,5 +79,45 @@ func TestGetManyCancelled(t *testing.T) {
 	}
 	if !errors.Is(got["a"].Err, ErrClosed) {
 		t.Errorf("after Close: %+v, want ErrClosed", got["a"])
+	}
+}
+
+// TestGetManyArrivesAsOne: the keys of one GetMany reach the pending batch
+// in one step. Even a batch timer that has fired by the time it starts (a
+// machine so loaded that MaxDelay passes between two keys) cannot split
+// them: 120 keys make one exec call, and 1,200 with MaxEntries 500 three.
+func TestGetManyArrivesAsOne(t *testing.T) {
+	fired := func(time.Duration) (<-chan time.Time, func()) {
+		c := make(chan time.Time, 1)
+		c <- time.Now()
+		return c, func() {}
+	}
+	for _, tc := range []struct{ keys, maxEntries, wantCalls int }{{120, 500, 1}, {1200, 500, 3}} {
+		t.Run(fmt.Sprintf("%d keys", tc.keys), func(t *testing.T) {
+			rec := &recorder{}
+			b, err := newBatcher(rec.exec, Options{Name: "test", MaxEntries: tc.maxEntries, MaxDelay: time.Hour}, fired)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			keys := make([]string, tc.keys)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("k%d", i)
+			}
+			got, err := b.GetMany(context.Background(), keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != tc.keys {
+				t.Fatalf("GetMany answered %d keys, want %d", len(got), tc.keys)
+			}
+			if calls := rec.recorded(); len(calls) != tc.wantCalls {
+				var sizes []int
+				for _, c := range calls[:min(len(calls), 10)] {
+					sizes = append(sizes, len(c))
+				}
+				t.Fatalf("%d exec calls (the first of %v keys), want %d", len(calls), sizes, tc.wantCalls)
+			}
+		})
 	}
 }

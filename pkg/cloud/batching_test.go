@@ -302,9 +302,15 @@ func TestBadSnapshotIDDoesNotFailTheBatch(t *testing.T) {
 // requests begin with, arriving apart (as the requests the SDK lets out one
 // by one do), wait for the coarse grid's tick and share one call there;
 // otherwise each leaves at once.
+//
+// The times are wide for a machine so busy (make test-arm64's emulated CPU,
+// every package's tests at once) that goroutines wake up late: the lookups
+// come 400 ms apart, all well before the next tick, and a batch gathers
+// for 100 ms (BatchIdleDelay), which the lookups woken by one tick must
+// fall within and lookups 400 ms apart never do.
 func TestLookupsWhileThrottledShareTheTick(t *testing.T) {
 	t.Parallel()
-	const grid = time.Second
+	const grid, apart = 3 * time.Second, 400 * time.Millisecond
 	env := startBackend(t, emulatortest.Options{})
 	ids := createMany(t, env, 3)
 	tests := []struct {
@@ -319,12 +325,13 @@ func TestLookupsWhileThrottledShareTheTick(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testConfig()
 			cfg.ThrottledPollGrid = grid
+			cfg.BatchIdleDelay, cfg.BatchMaxDelay = 100*time.Millisecond, 100*time.Millisecond
 			c := newCloud(t, env, cfg)
 			if tc.throttled {
 				c.throttles.strained(opCreateVolume, "RequestLimitExceeded", grid)
 			}
-			// Start just after a tick, so that the lookups 100 ms apart all
-			// fall well before the next one, even on a busy machine.
+			// Start just after a tick, so that the lookups all fall well
+			// before the next one.
 			if err := sleepUntil(testContext(t), alignUp(time.Now(), grid).Add(20*time.Millisecond)); err != nil {
 				t.Fatal(err)
 			}
@@ -334,7 +341,7 @@ func TestLookupsWhileThrottledShareTheTick(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					time.Sleep(time.Duration(i) * 100 * time.Millisecond)
+					time.Sleep(time.Duration(i) * apart)
 					if _, err := c.GetVolume(testContext(t), id); err != nil {
 						t.Error(err)
 					}
@@ -342,7 +349,7 @@ func TestLookupsWhileThrottledShareTheTick(t *testing.T) {
 			}
 			wg.Wait()
 			if calls := env.Calls("DescribeVolumes") - before; calls != tc.wantCalls {
-				t.Errorf("3 GetVolume calls 100 ms apart made %d DescribeVolumes calls, want %d", calls, tc.wantCalls)
+				t.Errorf("3 GetVolume calls %v apart made %d DescribeVolumes calls, want %d", apart, calls, tc.wantCalls)
 			}
 		})
 	}
