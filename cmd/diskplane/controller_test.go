@@ -119,16 +119,7 @@ func TestControllerFlagsAreChecked(t *testing.T) {
 // refuses to start with a kubeconfig it cannot read.
 func TestSnapshotIntents(t *testing.T) {
 	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
-users: [{name: u, user: {token: x}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := writeKubeconfig(t, dir)
 	// Outside a pod, as the tests run.
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	for _, tc := range []struct {

@@ -54,12 +54,13 @@ func TestNodeFlagValidation(t *testing.T) {
 	}
 }
 
-// TestTokenPlace: a stated place is used as it is; otherwise the node
-// watches its CSIDriver, or, with no Kubernetes client, refuses to guess.
-func TestTokenPlace(t *testing.T) {
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+// writeKubeconfig writes into dir a kubeconfig of an API server that
+// never answers (clients can be built from it, no call succeeds) and
+// returns its path.
+func writeKubeconfig(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(path, []byte(`apiVersion: v1
 kind: Config
 clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
 users: [{name: u, user: {token: x}}]
@@ -68,6 +69,14 @@ current-context: c
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// TestTokenPlace: a stated place is used as it is; otherwise the node
+// watches its CSIDriver, or, with no Kubernetes client, refuses to guess.
+func TestTokenPlace(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := writeKubeconfig(t, dir)
 	tests := []struct {
 		place, kubeconfig string
 		want              node.TokenPlacer
