@@ -78,6 +78,12 @@ func NewDynamic(path string) (dynamic.Interface, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every CreateSnapshot reads its VolumeSnapshotContent (and patches it
+	// the first time), and the snapshotter asks again until the snapshot is
+	// ready: client-go's default of 5 requests a second would queue a
+	// burst of snapshots behind the client's own limiter. The API server's
+	// priority and fairness still bounds this client.
+	cfg.QPS, cfg.Burst = 50, 100
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("build a Kubernetes client: %w", err)
