@@ -438,7 +438,8 @@ func benchLifecycles(t *testing.T, r *report) {
 		// Both controllers drive the run at once, each against a backend
 		// of its own with the same draws (-bench.apart: one after the
 		// other): the lifecycles spend their time waiting for the
-		// backend's state changes, so the run takes half as long.
+		// backend's state changes, so the run takes as long as the slower
+		// of the two rather than their sum.
 		byKind := make([]lifecycleResult, len(kinds))
 		t.Run(run.name, func(t *testing.T) {
 			for i, kind := range kinds {
