@@ -281,10 +281,14 @@ func (v *Volume) attachmentTo(instanceID string) (Attachment, bool) {
 
 // awaitAttachmentsSettled reads a multi-attach volume's attachments until
 // one to another instance shows (AttachedElsewhereError) or the reads can
-// be trusted to show what this process attached lately (see sendLog).
+// be trusted to show what was attached lately (see sendLog): by this
+// process, or by a previous one (a controller killed or replaced as leader
+// just after it attached the volume elsewhere), whose attachment a read
+// may not show until the window after this process's start. EC2 would
+// attach the volume beside it.
 func (c *ec2Cloud) awaitAttachmentsSettled(ctx context.Context, volumeID, instanceID string) error {
 	var elsewhere error
-	_, err := c.awaitSettled(ctx, attachSendKey(volumeID), false, "an attachment of volume "+volumeID,
+	_, err := c.awaitSettled(ctx, attachSendKey(volumeID), true, "an attachment of volume "+volumeID,
 		func(ctx context.Context) (bool, error) {
 			raw, err := c.describeVolume(ctx, volumeID)
 			if err != nil {

@@ -1,6 +1,7 @@
 package cloud
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -356,5 +357,53 @@ func TestDetachWaitsUntilDetached(t *testing.T) {
 	}
 	if err := c.DetachVolume(testContext(t), vol.ID, inst); err != nil {
 		t.Errorf("detaching a volume that is detaching: %v", err)
+	}
+}
+
+// TestAttachAfterAPredecessorAttachedElsewhere: a controller sent
+// AttachVolume of a multi-attach volume to one instance and was killed; its
+// successor, just started, is asked to attach the volume to another for one
+// node at a time while EC2's reads lag behind the attachment. EC2 would
+// allow the second attachment, so the successor must not trust a read that
+// shows none before the visibility window after its start: it refuses or
+// asks to be retried, and the volume stays attached to the first instance
+// alone.
+func TestAttachAfterAPredecessorAttachedElsewhere(t *testing.T) {
+	t.Parallel()
+	emulatorOnly(t, motoLacksFaults)
+	const first, second = "i-00000000000000001", "i-00000000000000002"
+	env := emulatortest.Start(t, emulatortest.Options{Instances: []model.InstanceSpec{
+		{ID: first, Zone: "us-east-1a"}, {ID: second, Zone: "us-east-1a"},
+	}})
+	vol := mustCreate(t, newCloud(t, env, testConfig()), "pvc-shared",
+		&CreateVolumeOptions{SizeGiB: 10, Zone: "us-east-1a", Type: VolumeTypeIO2, IOPS: 1000, MultiAttach: true})
+	// From now on every read sees the cloud as it was a moment up to a
+	// minute ago: almost always before the attachment below.
+	if err := env.Faults().Patch([]byte(`{"staleReads": {"maxLag": "1m", "probability": 1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	// The predecessor's request, whose answer it did not live to see.
+	if _, err := rawClient(env).AttachVolume(testContext(t), &ec2.AttachVolumeInput{
+		VolumeId: aws.String(vol.ID), InstanceId: aws.String(first), Device: aws.String("/dev/xvdba")}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.VisibilityTimeout = time.Hour
+	successor := newCloud(t, env, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := successor.AttachVolume(ctx, vol.ID, second, AttachOptions{})
+	if !errors.Is(err, ErrRetryLater) && !errors.Is(err, ErrAttachedElsewhere) {
+		t.Fatalf("the successor's attach: %v, want it refused or to be retried later", err)
+	}
+	if err := env.Faults().Patch([]byte(`{"staleReads": {"maxLag": "0s", "probability": 0}}`)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := successor.GetVolume(testContext(t), vol.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Attachments) != 1 || got.Attachments[0].InstanceID != first {
+		t.Fatalf("attachments %+v: want only the predecessor's, to %s", got.Attachments, first)
 	}
 }
