@@ -121,6 +121,15 @@ until \$B wget -q -O /dev/null http://10.0.2.2:$admin_port/healthz 2>/dev/null; 
   i=\$((i + 1)); [ \$i -lt 600 ] || { echo "vm: the emulator never answered"; exit 1; }
   \$B sleep 0.2
 done
+# The node plugin serves once its socket is there and its health check
+# passes; the first test asks it at once (the plugin needs a moment more
+# than the guest agent, longer with the cluster's API server to reach).
+i=0
+until [ -S /run/diskplane/csi.sock ] && \$B wget -q -O /dev/null http://127.0.0.1:3302/healthz 2>/dev/null; do
+  \$B kill -0 \$node 2>/dev/null || { echo "vm: the node plugin exited: \$(\$B tail -5 \$logs/node.log)"; exit 1; }
+  i=\$((i + 1)); [ \$i -lt 600 ] || { echo "vm: the node plugin never served"; exit 1; }
+  \$B sleep 0.2
+done
 failed=0
 run() {
   name=\$1; shift
@@ -185,6 +194,8 @@ rc=0
 wait "$vm_pid" || rc=$?
 grep -E '^=== VM|^--- FAIL|^    --- FAIL|access: [0-9]+ specs' "$out/logs/vm-console.log" || true
 if ((rc != 0)); then
+  # What the failing tests said (t.Fatal and t.Error lines), the last ones.
+  grep -E '^ +[A-Za-z0-9_]+_test\.go:[0-9]+: |^vm: ' "$out/logs/vm-console.log" | tail -40 || true
   vm_log "failed: the VM's console is $out/logs/vm-console.log; the plugin's logs are in $out/logs"
 fi
 vm_log "NVMe tests: exit status $rc after $((SECONDS - started)) s"
