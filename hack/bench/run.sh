@@ -19,8 +19,9 @@
 #                             kubernetes-sigs/aws-ebs-csi-driver) to run the lifecycles through too, in the
 #                             same run, for a column of its figures: each lifecycle run drives both drivers at
 #                             once, each against its own backend with the same draws
-#   BENCH_APART=1             one driver after the other instead (twice as long; no other driver's work on
-#                             the machine's cores meanwhile)
+#   BENCH_APART=1             every run alone and one driver after the other instead (more than twice as
+#                             long; no other run's or driver's work on the machine's cores meanwhile); by
+#                             default the runs of ten lifecycles at a time go two at once
 # P3 needs the local cluster with Diskplane as host processes: it is brought
 # up (hack/e2e/up.sh, with an m7i.48xlarge node so that 50 volumes fit) when
 # it does not run, and left running; make demo-down stops it. P5's LUKS2 rows

@@ -21,7 +21,7 @@ var (
 	outDir   = flag.String("bench.out", "", "where the raw data goes (default _output/bench/<start time>)")
 	latency  = flag.String("bench.latency", "", "the emulator's latency profile for the lifecycle runs that name none (instant, fixed, ebs, slow; default fixed)")
 	runNames = flag.String("bench.runs", "", "run only the lifecycle runs (P1/P2) whose names this regular expression matches")
-	apart    = flag.Bool("bench.apart", false, "run each lifecycle run through Diskplane and then through the upstream driver, instead of both at once (each against its own backend)")
+	apart    = flag.Bool("bench.apart", false, "run each lifecycle run alone, through Diskplane and then through the upstream driver, instead of both at once (each against its own backend) and the runs of ten at a time two at once")
 )
 
 // upstreamEnv names the environment variable that points at a binary of
