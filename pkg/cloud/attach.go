@@ -65,25 +65,48 @@ func (c *ec2Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string
 	if err := attachedElsewhere(vol, instanceID, opts.Shared); err != nil {
 		return "", err
 	}
-	inst, err := c.describeInstance(ctx, instanceID)
-	if err != nil {
-		return "", err
-	}
-	inUse := toInstance(inst).DeviceNames
 	for attempt := 1; ; attempt++ {
+		inUse, fresh, err := c.deviceNamesInUse(ctx, instanceID)
+		if err != nil {
+			return "", err
+		}
 		lease, err := c.devices.Acquire(instanceID, volumeID, inUse)
+		if err != nil && !fresh {
+			// The instance's view may hold names freed since: read it again.
+			c.inUse.forget(instanceID)
+			continue
+		}
 		if err != nil {
 			return "", fmt.Errorf("attach volume %s to instance %s: %w: %w", volumeID, instanceID, ErrLimitExceeded, err)
 		}
 		device, err := c.attachAs(ctx, volumeID, instanceID, lease, opts.Shared)
 		lease.Release()
+		if errors.Is(err, ErrNotFound) {
+			// The instance may be gone: the next attach reads it again.
+			c.inUse.forget(instanceID)
+		}
 		if !isDeviceInUse(err, lease.Name) || attempt == maxDeviceNameAttempts {
 			return device, err
 		}
 		klog.V(2).InfoS("EC2 refused the device name as in use; trying another", "volumeID", volumeID,
 			"instanceID", instanceID, "device", lease.Name)
 		c.devices.Reject(instanceID, lease.Name)
+		c.inUse.forget(instanceID)
 	}
+}
+
+// deviceNamesInUse returns the device names in use on an instance: from
+// its DescribeInstances of the last DeviceNamesTTL (fresh false; see
+// devicesInUse), else from a new one, which also tells that the instance
+// exists.
+func (c *ec2Cloud) deviceNamesInUse(ctx context.Context, instanceID string) ([]string, bool, error) {
+	return c.inUse.names(ctx, instanceID, func(ctx context.Context) ([]string, error) {
+		inst, err := c.describeInstance(ctx, instanceID)
+		if err != nil {
+			return nil, err
+		}
+		return toInstance(inst).DeviceNames, nil
+	})
 }
 
 // attachAs sends AttachVolume under the leased device name and waits until

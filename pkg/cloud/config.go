@@ -101,6 +101,10 @@ type Config struct {
 	// DeviceNameRejectionTTL is how long a device name EC2 refused as in use
 	// is avoided on that instance (default 1h).
 	DeviceNameRejectionTTL time.Duration
+	// DeviceNamesTTL is how long the device names an instance's
+	// DescribeInstances listed are reused by the next attaches to it
+	// (default 1m); a name EC2 refuses as in use ends the reuse at once.
+	DeviceNamesTTL time.Duration
 }
 
 // DefaultVisibilityTimeout is Config.VisibilityTimeout's default: EC2's
@@ -128,6 +132,7 @@ func (c Config) withDefaults() Config {
 	def(&c.HealthCheckInterval, time.Minute)
 	def(&c.ZoneCacheTTL, 10*time.Minute)
 	def(&c.DeviceNameRejectionTTL, time.Hour)
+	def(&c.DeviceNamesTTL, time.Minute)
 	c.PollMaxInterval = max(c.PollMaxInterval, c.PollInterval)
 	c.BatchIdleDelay = min(c.BatchIdleDelay, c.BatchMaxDelay)
 	return c
@@ -139,6 +144,8 @@ type ec2Cloud struct {
 	ec2     *ec2.Client
 	retry   *retryers
 	devices *devicenames.Allocator
+	// inUse is what each instance's last DescribeInstances listed.
+	inUse   *devicesInUse
 	lookups *lookups
 	// latencies learns how long EC2's state changes take (waitTransition).
 	latencies *latencies
@@ -229,6 +236,7 @@ func NewFromAWSConfig(awsCfg aws.Config, cfg Config) (Cloud, error) {
 		ec2:       client,
 		retry:     retry,
 		devices:   devicenames.NewAllocator(cfg.DeviceNameRejectionTTL),
+		inUse:     newDevicesInUse(cfg.DeviceNamesTTL),
 		latencies: newLatencies(),
 		throttles: throttles,
 		sends:     newSendLog(cfg.VisibilityTimeout),
