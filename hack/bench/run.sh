@@ -52,7 +52,9 @@ VM_MEMORY=${VM_MEMORY:-3072} VM_TEST_RUN='^TestStageEncryptedFigures$' VM_TEST_E
   hack/vm/test.sh ./pkg/driver/node >"$dir/p5-luks.log" 2>&1 || { tail -30 "$dir/p5-luks.log" >&2; exit 1; }
 
 echo "bench: P1, P2, P4, P5, P6"
-go test -tags bench -run '^TestBench$' -count=1 -timeout 40m -v ./tests/bench \
+# -parallel 8: two lanes of runs at once, each run driving both drivers at
+# once, are four parallel tests (go test's default allows one per core).
+go test -tags bench -run '^TestBench$' -count=1 -timeout 40m -parallel 8 -v ./tests/bench \
   -args -bench.profile="$profile" -bench.out="$dir" -bench.latency="${BENCH_LATENCY_PROFILE:-}" -bench.runs="${BENCH_RUNS:-}" \
   -bench.apart="$([[ ${BENCH_APART:-} == 1 ]] && echo true || echo false)" >"$dir/bench.log" 2>&1 || { tail -40 "$dir/bench.log" >&2; exit 1; }
 cat "$dir/table.txt"

@@ -131,7 +131,11 @@ type lifecycleResult struct {
 	Wall     time.Duration              `json:"wall"`
 	Calls    map[string]int             `json:"ec2Calls"`  // action -> calls
 	Errors   map[string]int             `json:"ec2Errors"` // action and code -> calls answered with an error
-	Usage    usage                      `json:"controllerUsage"`
+	// Reads are the Describe calls answered, by action and what they
+	// selected ("DescribeVolumes filters": lookups by name tag); nil when
+	// the backend does not say.
+	Reads map[string]int `json:"ec2Reads,omitempty"`
+	Usage usage          `json:"controllerUsage"`
 }
 
 // The RPCs of one lifecycle, in order.
@@ -156,6 +160,9 @@ type backend struct {
 	// calls returns the EC2 requests it answered so far, by action, and
 	// those it answered with an error, by action and code.
 	calls func(t *testing.T) (byAction, errors map[string]int)
+	// reads returns the Describe requests it answered so far, by action
+	// and selection (nil: it does not say; moto).
+	reads func(t *testing.T) map[string]int
 	// draws returns the times it gave its state changes (nil: it does not
 	// say; moto's are instant).
 	draws func(t *testing.T) []model.Draw
@@ -177,7 +184,7 @@ func emulatorBackend(t *testing.T, dir, name string, run lifecycleRun) backend {
 	}
 	args = append(args, "--latency-profile="+run.latencyProfile(), "--latency-seed=1")
 	e := startEmulator(t, dir, "emulator-"+name, append(args, run.faults...)...)
-	return backend{name: "ec2-emulator", env: awsEnv(e), nodes: nodes, calls: e.calls, draws: e.draws}
+	return backend{name: "ec2-emulator", env: awsEnv(e), nodes: nodes, calls: e.calls, reads: e.reads, draws: e.draws}
 }
 
 // runLifecycles starts a fresh backend (see emulatorBackend, motoBackend)
@@ -218,6 +225,10 @@ func runLifecycles(t *testing.T, dir string, kind controllerKind, run lifecycleR
 	}
 	drive("warmup-"+run.name, run.warmup, func(string, string, time.Duration, int) {})
 	before, errsBefore := b.calls(t)
+	var readsBefore map[string]int
+	if b.reads != nil {
+		readsBefore = b.reads(t)
+	}
 	cpu := sample(t, ctrl)
 
 	res := lifecycleResult{Controller: kind.name, Run: run.name, Lifecycles: run.lifecycles, Concurrency: run.concurrency, Warmup: run.warmup,
@@ -248,6 +259,14 @@ func runLifecycles(t *testing.T, dir string, kind controllerKind, run lifecycleR
 	for code, n := range errs {
 		if d := n - errsBefore[code]; d > 0 {
 			res.Errors[code] = d
+		}
+	}
+	if b.reads != nil {
+		res.Reads = map[string]int{}
+		for sel, n := range b.reads(t) {
+			if d := n - readsBefore[sel]; d > 0 {
+				res.Reads[sel] = d
+			}
 		}
 	}
 	return res
@@ -396,6 +415,8 @@ func benchLifecycles(t *testing.T, r *report) {
 	// they go in two lanes at once and the profile takes about half as
 	// long; the runs whose controllers work hardest (a hundred at a time)
 	// or whose figures are tens of milliseconds (instant, moto) run alone.
+	// Lanes and drivers at once are four parallel tests: go test needs
+	// -parallel 4 or more (hack/bench/run.sh passes 8), or they queue.
 	runs := []lifecycleRun{
 		{name: "500x100", lifecycles: 500, concurrency: 100},
 		{name: "500x100-throttled", lifecycles: 500, concurrency: 100, faults: throttled},
@@ -600,6 +621,10 @@ func lifecycleRows(res lifecycleResult) []row {
 	}
 	add("EC2 calls per lifecycle", res.perLifecycle(), 4, "", strings.Join(byAction, ", "))
 	add("of which DescribeVolumes", res.perLifecycle("DescribeVolumes"), 0, "", "")
+	if res.Reads != nil {
+		add("of which DescribeVolumes by filter", float64(res.Reads["DescribeVolumes filters"])/float64(res.Lifecycles), 0, "",
+			"lookups by a volume's name tag (Diskplane's before each create)")
+	}
 	failed := 0
 	for _, n := range res.Failures {
 		failed += n

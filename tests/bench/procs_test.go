@@ -186,11 +186,45 @@ func startEmulator(t *testing.T, dir, name string, args ...string) *emulator {
 	}
 }
 
+// readsPattern reads one sample of ec2_emulator_api_read_selections_total.
+var readsPattern = regexp.MustCompile(`^ec2_emulator_api_read_selections_total\{action="([^"]+)",selection="([^"]+)"\} ([0-9.e+]+)$`)
+
+// reads returns the Describe requests the emulator answered so far, by
+// action and what they selected ("DescribeVolumes filters": the lookups by
+// a volume's name tag).
+func (e *emulator) reads(t *testing.T) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	scrapeMetrics(t, e.admin, func(line string) {
+		if m := readsPattern.FindStringSubmatch(line); m != nil {
+			n, _ := strconv.ParseFloat(m[3], 64)
+			out[m[1]+" "+m[2]] += int(n)
+		}
+	})
+	return out
+}
+
+// scrapeMetrics hands each line of the emulator's /metrics to line.
+func scrapeMetrics(t *testing.T, admin string, line func(string)) {
+	t.Helper()
+	resp, err := http.Get(admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	s := bufio.NewScanner(resp.Body)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		line(s.Text())
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // callsPattern reads one sample of ec2_emulator_api_requests_total.
 var callsPattern = regexp.MustCompile(`^ec2_emulator_api_requests_total\{action="([^"]+)",code="([^"]+)"\} ([0-9.e+]+)$`)
 
-// calls returns the EC2 requests the emulator answered so far, by action,
-// and the ones it answered with an error, by action and code.
 // draws returns the times the emulator gave its state changes (its admin
 // API's GET /transitions).
 func (e *emulator) draws(t *testing.T) []model.Draw {
@@ -202,27 +236,22 @@ func (e *emulator) draws(t *testing.T) []model.Draw {
 	return ds
 }
 
+// calls returns the EC2 requests the emulator answered so far, by action,
+// and the ones it answered with an error, by action and code.
 func (e *emulator) calls(t *testing.T) (byAction map[string]int, errors map[string]int) {
 	t.Helper()
-	resp, err := http.Get(e.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	byAction, errors = map[string]int{}, map[string]int{}
-	s := bufio.NewScanner(resp.Body)
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		m := callsPattern.FindStringSubmatch(s.Text())
+	scrapeMetrics(t, e.admin, func(line string) {
+		m := callsPattern.FindStringSubmatch(line)
 		if m == nil {
-			continue
+			return
 		}
 		n, _ := strconv.ParseFloat(m[3], 64)
 		byAction[m[1]] += int(n)
 		if m[2] != "Success" {
 			errors[m[1]+" "+m[2]] += int(n)
 		}
-	}
+	})
 	return byAction, errors
 }
 

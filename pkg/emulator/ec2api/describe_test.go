@@ -1,6 +1,7 @@
 package ec2api_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -196,5 +197,69 @@ func TestDescribeVolumeStatus(t *testing.T) {
 	all, err := f.client.DescribeVolumeStatus(f.ctx, &ec2.DescribeVolumeStatusInput{Filters: []types.Filter{filter("availability-zone", "us-east-1b")}})
 	if err != nil || len(all.VolumeStatuses) != 0 {
 		t.Fatalf("filtered status: %d, %v", len(all.VolumeStatuses), err)
+	}
+}
+
+func TestReadSelectionsCounted(t *testing.T) {
+	f := newFixture(t, emulatortest.Options{})
+	vol := f.volume(t, 1, types.Tag{Key: aws.String("CSIVolumeName"), Value: aws.String("pvc-1")})
+	byName := []types.Filter{{Name: aws.String("tag:CSIVolumeName"), Values: []string{"pvc-1"}}}
+	metrics := f.env.Metrics()
+	tests := []struct {
+		name          string
+		call          func() error
+		action, count string // what the call must add one to
+	}{
+		{name: "volumes by ID", action: "DescribeVolumes", count: "ids", call: func() error {
+			_, err := f.client.DescribeVolumes(f.ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{vol}})
+			return err
+		}},
+		{name: "volumes by name tag", action: "DescribeVolumes", count: "filters", call: func() error {
+			_, err := f.client.DescribeVolumes(f.ctx, &ec2.DescribeVolumesInput{Filters: byName})
+			return err
+		}},
+		{name: "volumes by ID and name tag", action: "DescribeVolumes", count: "ids and filters", call: func() error {
+			_, err := f.client.DescribeVolumes(f.ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{vol}, Filters: byName})
+			return err
+		}},
+		{name: "every volume", action: "DescribeVolumes", count: "all", call: func() error {
+			_, err := f.client.DescribeVolumes(f.ctx, &ec2.DescribeVolumesInput{})
+			return err
+		}},
+		{name: "an instance by ID", action: "DescribeInstances", count: "ids", call: func() error {
+			_, err := f.client.DescribeInstances(f.ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{f.local}})
+			return err
+		}},
+		{name: "a mutating call is no read", action: "CreateTags", call: func() error {
+			_, err := f.client.CreateTags(f.ctx, &ec2.CreateTagsInput{Resources: []string{vol}, Tags: []types.Tag{{Key: aws.String("k"), Value: aws.String("v")}}})
+			return err
+		}},
+		{name: "a failed read is not counted", action: "DescribeVolumes", call: func() error {
+			if _, err := f.client.DescribeVolumes(f.ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{"vol-0000000000000dead"}}); apiCode(err) != "InvalidVolume.NotFound" {
+				return fmt.Errorf("reading a volume that does not exist: %v, want InvalidVolume.NotFound", err)
+			}
+			return nil
+		}},
+	}
+	selections := []string{"ids", "filters", "ids and filters", "all"}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := map[string]int{}
+			for _, s := range selections {
+				before[s] = metrics.CountReads(tc.action, s)
+			}
+			if err := tc.call(); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range selections {
+				want := before[s]
+				if s == tc.count {
+					want++
+				}
+				if got := metrics.CountReads(tc.action, s); got != want {
+					t.Errorf("%s reads selecting %q: %d, want %d", tc.action, s, got, want)
+				}
+			}
+		})
 	}
 }

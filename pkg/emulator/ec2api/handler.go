@@ -155,6 +155,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body.Bytes())
 	h.metrics.observe(name, "", time.Since(start).Seconds())
+	h.metrics.observeRead(name, p.v)
 	klog.V(4).InfoS("EC2 request", "action", name, "requestID", reqID, "duration", time.Since(start))
 }
 

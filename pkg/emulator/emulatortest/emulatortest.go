@@ -38,6 +38,7 @@ import (
 
 	"github.com/diskplane/diskplane/pkg/cloud/sdkhttp"
 	"github.com/diskplane/diskplane/pkg/emulator"
+	"github.com/diskplane/diskplane/pkg/emulator/ec2api"
 	"github.com/diskplane/diskplane/pkg/emulator/faults"
 	"github.com/diskplane/diskplane/pkg/emulator/iam"
 	"github.com/diskplane/diskplane/pkg/emulator/imds"
@@ -213,6 +214,10 @@ func (env *Env) Calls(action string) int { return env.current.Load().Metrics.Cou
 func (env *Env) CallsWithCode(action, code string) int {
 	return env.current.Load().Metrics.Count(action, code)
 }
+
+// Metrics is the running emulator's EC2 request metrics: CountReads tells
+// a driver's lookups by ID from those by filter.
+func (env *Env) Metrics() *ec2api.Metrics { return env.current.Load().Metrics }
 
 // IAM is the running emulator's identities (OIDC providers, roles, access
 // keys and the sessions STS issued).
