@@ -71,12 +71,12 @@ func (c *ec2Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string
 			return "", err
 		}
 		lease, err := c.devices.Acquire(instanceID, volumeID, inUse)
-		if err != nil && !fresh {
-			// The instance's view may hold names freed since: read it again.
-			c.inUse.forget(instanceID)
-			continue
-		}
 		if err != nil {
+			if !fresh && attempt < maxDeviceNameAttempts {
+				// The instance's view may hold names freed since: read it again.
+				c.inUse.forget(instanceID)
+				continue
+			}
 			return "", fmt.Errorf("attach volume %s to instance %s: %w: %w", volumeID, instanceID, ErrLimitExceeded, err)
 		}
 		device, err := c.attachAs(ctx, volumeID, instanceID, lease, opts.Shared)

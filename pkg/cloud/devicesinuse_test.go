@@ -154,3 +154,22 @@ func TestAttachAfterANameTakenOutsideTheView(t *testing.T) {
 		t.Errorf("%d DescribeInstances calls, want 2: the first attach's and the read after the refusal", n)
 	}
 }
+
+// TestAttachReadsAgainWhenTheViewHasNoFreeName: a view that shows every
+// name taken (names freed since it was read) does not fail the attach; the
+// instance is read again.
+func TestAttachReadsAgainWhenTheViewHasNoFreeName(t *testing.T) {
+	t.Parallel()
+	c, env := start(t, twoInstances())
+	inst := env.instance(0)
+	vol := mustCreate(t, c, "pvc-full-view", &CreateVolumeOptions{SizeGiB: 1, Zone: "us-east-1a"})
+	c.inUse.mu.Lock()
+	c.inUse.views[inst] = instanceDevices{names: devicenames.Candidates(), read: time.Now()}
+	c.inUse.mu.Unlock()
+	if _, err := c.AttachVolume(testContext(t), vol.ID, inst, AttachOptions{}); err != nil {
+		t.Fatalf("attach with a view that shows every name taken: %v", err)
+	}
+	if n := env.Calls("DescribeInstances"); n != 1 {
+		t.Errorf("%d DescribeInstances calls, want 1: the read after the full view", n)
+	}
+}
