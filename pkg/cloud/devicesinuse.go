@@ -51,6 +51,13 @@ func (d *devicesInUse) names(ctx context.Context, instanceID string, read func(c
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// Storing a view is the rare step (once a TTL per instance at most), so
+	// it is where the expired views of instances no longer attached to go.
+	for id, v := range d.views {
+		if sent.Sub(v.read) >= d.ttl {
+			delete(d.views, id)
+		}
+	}
 	if v, ok := d.views[instanceID]; !ok || v.read.Before(sent) {
 		d.views[instanceID] = instanceDevices{names: slices.Clone(names), read: sent}
 	}
@@ -58,18 +65,15 @@ func (d *devicesInUse) names(ctx context.Context, instanceID string, read func(c
 }
 
 // view returns the instance's names while its view is younger than the
-// TTL, and drops the expired views of every instance.
+// TTL.
 func (d *devicesInUse) view(instanceID string) ([]string, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	now := d.now()
-	for id, v := range d.views {
-		if now.Sub(v.read) >= d.ttl {
-			delete(d.views, id)
-		}
-	}
 	v, ok := d.views[instanceID]
-	return slices.Clone(v.names), ok
+	if !ok || d.now().Sub(v.read) >= d.ttl {
+		return nil, false
+	}
+	return slices.Clone(v.names), true
 }
 
 // forget drops an instance's view: EC2 refused a name it showed free, or

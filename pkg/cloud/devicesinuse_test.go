@@ -173,3 +173,25 @@ func TestAttachReadsAgainWhenTheViewHasNoFreeName(t *testing.T) {
 		t.Errorf("%d DescribeInstances calls, want 1: the read after the full view", n)
 	}
 }
+
+// TestDevicesInUseForgetsExpiredViews: the views of instances no attach
+// reads any more do not pile up; a new view drops the expired ones.
+func TestDevicesInUseForgetsExpiredViews(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	d := newDevicesInUse(time.Minute)
+	d.now = func() time.Time { return now }
+	read := func(context.Context) ([]string, error) { return []string{"/dev/xvda"}, nil }
+	for _, id := range []string{"i-gone", "i-1"} {
+		if _, _, err := d.names(context.Background(), id, read); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Minute)
+	}
+	if _, ok := d.views["i-gone"]; ok {
+		t.Error("the view of an instance not read for a minute is still kept after another instance's read")
+	}
+	if _, ok := d.views["i-1"]; !ok {
+		t.Error("the view just read is gone")
+	}
+}

@@ -409,7 +409,6 @@ func benchLifecycles(t *testing.T, r *report) {
 	// each cost a call.
 	throttled := []string{"--throttle"}
 	faults := []string{"--throttle", "--inject-error=*=InternalError:0.05"}
-	//
 	// The runs of ten at a time spend their time asleep, waiting for the
 	// backend's changes (a controller uses well under 1 % of a core), so
 	// they go in two lanes at once and the profile takes about half as
