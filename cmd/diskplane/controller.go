@@ -27,6 +27,7 @@ type controllerFlags struct {
 	modifyCoalesceWindow time.Duration
 	userAgentExtra       string
 	visibilityTimeout    time.Duration
+	clientTokenMemory    time.Duration
 	snapshotIntents      bool
 }
 
@@ -41,6 +42,10 @@ func (f *controllerFlags) register(fs *flag.FlagSet) {
 		"appended to the user agent of EC2 calls (e.g. helm), so CloudTrail shows how this driver was installed")
 	fs.DurationVar(&f.visibilityTimeout, "visibility-timeout", cloud.DefaultVisibilityTimeout,
 		"the longest EC2's reads may lag behind a request that made a volume, snapshot or modification: a volume missing that long after CreateVolume is taken to be gone, and until that long after a request (or after this process started) a lookup that finds nothing does not allow making the resource again")
+	fs.DurationVar(&f.clientTokenMemory, "client-token-memory", cloud.DefaultClientTokenMemory,
+		"how long EC2 is trusted to remember the ClientToken of a CreateVolume: a create looks its name up first only when a listing of the named volumes, "+
+			"made at most this less --visibility-timeout ago, holds the name; 0 for a cloud that ignores ClientToken (every create looks its name up). "+
+			"Longer than the cloud's memory risks a second volume for a name")
 	fs.BoolVar(&f.snapshotIntents, "snapshot-intents", true,
 		"record this process on each VolumeSnapshotContent (annotation <driver-name>/create-snapshot-sent-by) before asking EC2 for its snapshot, "+
 			"so that a successor which finds no other process there asks at once instead of waiting out --visibility-timeout after its start; "+
@@ -60,6 +65,9 @@ func buildController(ctx context.Context, opts *options, reg prometheus.Register
 	if f.visibilityTimeout <= 0 {
 		return nil, nil, fmt.Errorf("--visibility-timeout=%v: want a positive duration", f.visibilityTimeout)
 	}
+	if f.clientTokenMemory < 0 {
+		return nil, nil, fmt.Errorf("--client-token-memory=%v: want 0 (the cloud keeps no ClientToken) or a positive duration", f.clientTokenMemory)
+	}
 	extraTags, err := parameters.ParseTagList("--extra-tags", f.extraTags)
 	if err != nil {
 		return nil, nil, err
@@ -68,7 +76,8 @@ func buildController(ctx context.Context, opts *options, reg prometheus.Register
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := cloud.NewFromAWSConfig(awsCfg, cloud.Config{UserAgentExtra: f.userAgentExtra, Registerer: reg, VisibilityTimeout: f.visibilityTimeout})
+	c, err := cloud.NewFromAWSConfig(awsCfg, cloud.Config{UserAgentExtra: f.userAgentExtra, Registerer: reg, VisibilityTimeout: f.visibilityTimeout,
+		ClientTokenMemory: f.clientTokenMemory, NoClientTokens: f.clientTokenMemory == 0})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -29,7 +29,8 @@ func TestControllerModeAgainstEmulator(t *testing.T) {
 	fs := flag.NewFlagSet("diskplane", flag.ContinueOnError)
 	opts := registerFlags(fs)
 	err := fs.Parse([]string{"--mode=controller", "--endpoint=unix://" + sock,
-		"--extra-tags=team=storage,cost-center=", "--k8s-tag-cluster-id=c1", "--modify-volume-coalesce-window=100ms", "--visibility-timeout=30s"})
+		"--extra-tags=team=storage,cost-center=", "--k8s-tag-cluster-id=c1", "--modify-volume-coalesce-window=100ms", "--visibility-timeout=30s",
+		"--client-token-memory=2h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +103,7 @@ func TestControllerFlagsAreChecked(t *testing.T) {
 		{name: "driver-owned extra tag", flag: "--extra-tags=" + DefaultDriverName + "/cluster=false"},
 		{name: "zero coalesce window", flag: "--modify-volume-coalesce-window=0s"},
 		{name: "zero visibility timeout", flag: "--visibility-timeout=0s"},
+		{name: "negative client token memory", flag: "--client-token-memory=-1h"},
 		{name: "cluster ID too long for a tag key", flag: "--k8s-tag-cluster-id=" + strings.Repeat("c", 200)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -86,6 +86,19 @@ type Config struct {
 	// a request that may have made something, a lookup that finds nothing
 	// does not allow making it again. Measured by the controller's clock.
 	VisibilityTimeout time.Duration
+	// ClientTokenMemory is how long EC2 is trusted to remember the
+	// ClientToken of a CreateVolume or CopyVolumes after the request
+	// (default 1h; EC2 documents at least 24 hours for RunInstances'
+	// tokens, and is seen to keep CreateVolume's for about 12). A create
+	// looks its name up first only when a volume may carry it whose token
+	// is forgotten: one that a listing of the named volumes, made at most
+	// this less VisibilityTimeout ago, names (see volumeNameIndex). Setting
+	// it longer than the cloud's memory risks a second volume for a name.
+	ClientTokenMemory time.Duration
+	// NoClientTokens says that the cloud ignores ClientToken (moto does):
+	// every create looks its name up first, and only that lookup keeps a
+	// retry from making a second volume.
+	NoClientTokens bool
 	// MaxRetryBackoff caps the pause between retries of one EC2 call
 	// (default 10s). The number of retries is bounded only by the context.
 	MaxRetryBackoff time.Duration
@@ -111,6 +124,20 @@ type Config struct {
 // reads usually catch up within seconds; two minutes covers its slow days.
 const DefaultVisibilityTimeout = 2 * time.Minute
 
+// DefaultClientTokenMemory is Config.ClientTokenMemory's default, well
+// within what EC2 keeps.
+const DefaultClientTokenMemory = time.Hour
+
+// nameIndexMaxAge is how long a listing of the named volumes serves
+// CreateVolume (see volumeNameIndex): zero, none at all, when the cloud
+// keeps no tokens or keeps them no longer than its reads may lag.
+func (c Config) nameIndexMaxAge() time.Duration {
+	if c.NoClientTokens {
+		return 0
+	}
+	return max(c.ClientTokenMemory-c.VisibilityTimeout, 0)
+}
+
 // withDefaults fills the zero fields.
 func (c Config) withDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
@@ -127,6 +154,7 @@ func (c Config) withDefaults() Config {
 	def(&c.PollMaxInterval, 5*time.Second)
 	def(&c.AttachStuckTimeout, 90*time.Second)
 	def(&c.VisibilityTimeout, DefaultVisibilityTimeout)
+	def(&c.ClientTokenMemory, DefaultClientTokenMemory)
 	def(&c.MaxRetryBackoff, 10*time.Second)
 	def(&c.DefaultTimeout, 5*time.Minute)
 	def(&c.HealthCheckInterval, time.Minute)
@@ -155,9 +183,11 @@ type ec2Cloud struct {
 	// throttles knows whether EC2 throttles this process now (throttledGrid).
 	throttles *throttleClock
 	sends     *sendLog
-	tokens    *tokenHints
-	zones     cached[[]Zone]
-	health    cached[struct{}]
+	// names spares creates the lookup of a new name (CreateVolume).
+	names  *volumeNameIndex
+	tokens *tokenHints
+	zones  cached[[]Zone]
+	health cached[struct{}]
 }
 
 var _ Cloud = (*ec2Cloud)(nil)
@@ -240,6 +270,7 @@ func NewFromAWSConfig(awsCfg aws.Config, cfg Config) (Cloud, error) {
 		latencies: newLatencies(),
 		throttles: throttles,
 		sends:     newSendLog(cfg.VisibilityTimeout),
+		names:     newVolumeNameIndex(cfg.nameIndexMaxAge()),
 		tokens:    newTokenHints(),
 		zones:     cached[[]Zone]{ttl: cfg.ZoneCacheTTL},
 		health:    cached[struct{}]{ttl: cfg.HealthCheckInterval},

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
+	"github.com/diskplane/diskplane/pkg/testutil/motoserver"
 )
 
 // testConfig polls and batches on a test's time scale: the emulator's state
@@ -33,6 +34,9 @@ func testConfig() Config {
 // Each call is a fresh process as far as the cloud layer is concerned.
 func newCloud(t testing.TB, b testEC2, cfg Config) *ec2Cloud {
 	t.Helper()
+	if motoserver.Selected() {
+		cfg.NoClientTokens = true // moto ignores CreateVolume's ClientToken
+	}
 	c, err := NewFromAWSConfig(b.AWSConfig("AKIDTEST", "test-secret"), cfg)
 	if err != nil {
 		t.Fatal(err)

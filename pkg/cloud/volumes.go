@@ -43,7 +43,9 @@ type volumeRequest struct {
 // the request (and is ErrAlreadyExists when it does not); otherwise the
 // volume is created with the name's ClientToken sequence (see clientToken),
 // so neither a retry nor a restarted controller ever makes a second volume
-// for one name, whatever changed between attempts.
+// for one name, whatever changed between attempts. The name is looked up
+// first only when a volume may carry it that EC2 no longer knows by its
+// token (see volumeNameIndex): for a younger one, the token is the lookup.
 func (c *ec2Cloud) CreateVolume(ctx context.Context, name string, opts *CreateVolumeOptions) (*Volume, error) {
 	ctx, cancel := c.bound(ctx)
 	defer cancel()
@@ -54,14 +56,16 @@ func (c *ec2Cloud) CreateVolume(ctx context.Context, name string, opts *CreateVo
 	if err != nil {
 		return nil, err
 	}
-	if err := c.awaitLookupTick(ctx); err != nil {
-		return nil, err
+	if c.names.mayExist(ctx, name, c.listVolumeNames) {
+		if err := c.awaitLookupTick(ctx); err != nil {
+			return nil, err
+		}
+		vol, err := c.existingVolume(ctx, req)
+		if err != nil || vol != nil {
+			return vol, err
+		}
 	}
-	vol, err := c.existingVolume(ctx, req)
-	if err != nil || vol != nil {
-		return vol, err
-	}
-	vol, err = c.createWithTokens(ctx, req)
+	vol, err := c.createWithTokens(ctx, req)
 	if err == nil {
 		c.tokens.done(name)
 	}
@@ -226,6 +230,9 @@ func (c *ec2Cloud) existingVolume(ctx context.Context, req *volumeRequest) (*Vol
 // volume is available.
 func (c *ec2Cloud) createWithTokens(ctx context.Context, req *volumeRequest) (*Volume, error) {
 	key := volumeSendKey(req.name)
+	// A request sent again may be answered with what the first one made,
+	// done long ago: only a first request's answer times the change.
+	again := c.sends.unsettled(key, false) > 0
 	first := c.tokens.next(req.name)
 	for n := first; n < first+tokensPerCall; n++ {
 		klog.V(2).InfoS("Creating volume", "name", req.name, "clientToken", n, "type", req.volType,
@@ -243,8 +250,10 @@ func (c *ec2Cloud) createWithTokens(ctx context.Context, req *volumeRequest) (*V
 		if err != nil {
 			return nil, err
 		}
-		if created.State == volumeAvailable {
-			c.doneInAnswer(transitionCreate, "volumeID", created.ID)
+		if created.State == volumeAvailable || created.State == volumeInUse {
+			if !again && created.State == volumeAvailable {
+				c.doneInAnswer(transitionCreate, "volumeID", created.ID)
+			}
 			return created, nil
 		}
 		vol, err := c.waitVolumeAvailable(ctx, created.ID, sent, answered)

@@ -64,22 +64,23 @@ const zone = "us-east-1a"
 type controllerKind struct {
 	name string
 	// start runs the controller with env (the SDK variables that point it
-	// at the run's EC2) and returns its process and CSI endpoint.
-	start func(t *testing.T, dir string, env []string) (*process, string)
+	// at the run's EC2) and returns its process and CSI endpoint; Diskplane
+	// gets diskplaneFlags too (see backend).
+	start func(t *testing.T, dir string, env, diskplaneFlags []string) (*process, string)
 }
 
 // diskplaneController is Diskplane's controller as its chart runs it.
-var diskplaneController = controllerKind{name: "Diskplane", start: func(t *testing.T, dir string, env []string) (*process, string) {
+var diskplaneController = controllerKind{name: "Diskplane", start: func(t *testing.T, dir string, env, diskplaneFlags []string) (*process, string) {
 	endpoint := "unix://" + dir + "/diskplane.sock"
 	p := start(t, dir, "diskplane-controller", binary(t, "diskplane"), env,
-		"--mode=controller", "--endpoint="+endpoint, "--v=2")
+		append([]string{"--mode=controller", "--endpoint=" + endpoint, "--v=2"}, diskplaneFlags...)...)
 	return p, endpoint
 }}
 
 // upstreamController is the upstream AWS EBS CSI driver's controller with
 // batching on, as its Helm chart ships it.
 func upstreamController(bin string) controllerKind {
-	return controllerKind{name: "upstream", start: func(t *testing.T, dir string, env []string) (*process, string) {
+	return controllerKind{name: "upstream", start: func(t *testing.T, dir string, env, _ []string) (*process, string) {
 		endpoint := "unix://" + dir + "/upstream.sock"
 		p := start(t, dir, "upstream-controller", bin, env, "controller", "--endpoint="+endpoint, "--batching=true", "--v=2")
 		return p, endpoint
@@ -155,6 +156,9 @@ type backend struct {
 	name string
 	// env points a controller at it through the SDK's standard variables.
 	env []string
+	// diskplaneFlags are what Diskplane's controller must be told of this
+	// EC2 beyond its chart's flags (moto keeps no ClientToken).
+	diskplaneFlags []string
 	// nodes are its instances, which the lifecycles attach volumes to.
 	nodes []string
 	// calls returns the EC2 requests it answered so far, by action, and
@@ -200,7 +204,7 @@ func runLifecycles(t *testing.T, dir string, kind controllerKind, run lifecycleR
 	} else {
 		b = emulatorBackend(t, dir, kind.name, run)
 	}
-	ctrl, endpoint := kind.start(t, dir, b.env)
+	ctrl, endpoint := kind.start(t, dir, b.env, b.diskplaneFlags)
 	conn := dial(t, endpoint)
 	client := csi.NewControllerClient(conn)
 	waitFor(t, kind.name+" controller to answer", time.Minute, func() bool {
@@ -622,7 +626,7 @@ func lifecycleRows(res lifecycleResult) []row {
 	add("of which DescribeVolumes", res.perLifecycle("DescribeVolumes"), 0, "", "")
 	if res.Reads != nil {
 		add("of which DescribeVolumes by filter", float64(res.Reads["DescribeVolumes filters"])/float64(res.Lifecycles), 0, "",
-			"lookups by a volume's name tag (Diskplane's before each create)")
+			"Diskplane's lookups by name tag before a create, and its listings of the named volumes")
 	}
 	failed := 0
 	for _, n := range res.Failures {

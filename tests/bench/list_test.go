@@ -33,7 +33,7 @@ func benchList(t *testing.T, r *report) {
 	e := startEmulator(t, dir, "emulator", "--no-devices", "--data-dir=", "--zones="+zone+"=use1-az1",
 		"--volume-create-latency=0s", "--instance=id=i-0000000000000001a,type=m5.large,zone="+zone+",local")
 	ids := createTaggedVolumes(t, e, volumes)
-	ctrl, endpoint := diskplaneController.start(t, dir, awsEnv(e))
+	ctrl, endpoint := diskplaneController.start(t, dir, awsEnv(e), nil)
 	conn := dial(t, endpoint)
 	client := csi.NewControllerClient(conn)
 	waitFor(t, "the controller to answer", time.Minute, func() bool {

@@ -53,7 +53,7 @@ func motoBackend(t *testing.T) backend {
 		}
 		env = append(env, k+"="+v)
 	}
-	return backend{name: motoBackendName, env: env, nodes: nodes, calls: proxy.calls}
+	return backend{name: motoBackendName, env: env, diskplaneFlags: []string{"--client-token-memory=0"}, nodes: nodes, calls: proxy.calls}
 }
 
 // countingProxy passes EC2 Query API requests on to a backend and counts

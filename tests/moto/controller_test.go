@@ -52,10 +52,12 @@ type rig struct {
 }
 
 // startRig starts moto, one instance per zone given (in order), and the
-// controller. The controller's flags are production's but one: moto's
+// controller. The controller's flags are production's but two: moto's
 // reads are consistent at once, so nothing a predecessor sent can still be
 // invisible after 2 s (--visibility-timeout, the window a controller waits
-// after its start before it trusts a lookup by name).
+// after its start before it trusts a lookup by name); and moto keeps no
+// ClientToken, so every create must look its name up first
+// (--client-token-memory=0).
 func startRig(t *testing.T, zones ...string) *rig {
 	t.Helper()
 	srv := motoserver.Start(t)
@@ -80,7 +82,7 @@ func startRig(t *testing.T, zones ...string) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--mode=controller", "--endpoint=unix://"+r.socket, "--visibility-timeout=2s", "--v=2")
+	cmd := exec.Command(bin, "--mode=controller", "--endpoint=unix://"+r.socket, "--visibility-timeout=2s", "--client-token-memory=0", "--v=2")
 	cmd.Env = controllerEnviron(srv)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -67,6 +68,9 @@ type Options struct {
 	// ModificationsPerDay is the per-volume modification budget; 0 means
 	// EC2's 4, negative means unlimited.
 	ModificationsPerDay int
+	// ClientTokenTTL is how long a ClientToken is remembered; 0 means
+	// model.DefaultClientTokenTTL.
+	ClientTokenTTL time.Duration
 	// Quotas are the account quotas at start; what it leaves out gets EC2's
 	// defaults. Change them later with Env.Cloud().SetQuotas or PatchQuotas
 	// (or through the admin API).
@@ -137,6 +141,7 @@ func Start(t testing.TB, opts Options) *Env {
 			DataDir:             env.DataDir,
 			Latencies:           opts.Latencies,
 			ModificationsPerDay: opts.ModificationsPerDay,
+			ClientTokenTTL:      opts.ClientTokenTTL,
 			Quotas:              opts.Quotas,
 		},
 		Devices: opts.Devices,
