@@ -100,11 +100,14 @@ func (c *ec2Cloud) await(ctx context.Context, kind transition, sent time.Time, w
 			}
 			return nil
 		}
-		notDoneAt = at.Sub(sent)
 		if at.Before(s.from) {
-			// A read from before the window: the look still stands.
+			// A read from before the window: the look still stands, and
+			// what it saw teaches nothing. Another wait's call may bring
+			// one in right after the request; taken as the change's lower
+			// bound, it would halve the sample.
 			continue
 		}
+		notDoneAt = at.Sub(sent)
 		if steer && s.looks == 0 {
 			c.latencies.firstLookSeen(kind, false) // only a look in the window counts
 		}

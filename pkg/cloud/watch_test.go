@@ -114,6 +114,42 @@ func TestWaitTakesOtherCallsReads(t *testing.T) {
 	}
 }
 
+// TestReadBeforeTheWindowTeachesNothing: another wait's call can bring in
+// a read of the volume right after the request, long before the change is
+// due. That read is no look, and its time is no bound of the change's: a
+// first look in the window that finds the change done teaches the estimate
+// as any first look that finds it done does, instead of the midpoint
+// between the early read and the done one (half the change's time; at 500
+// volumes a hundred at a time, the next wave then looked twice).
+func TestReadBeforeTheWindowTeachesNothing(t *testing.T) {
+	c := &ec2Cloud{cfg: Config{PollStep: time.Millisecond, PollMaxInterval: time.Second}.withDefaults(), latencies: newLatencies(), throttles: &throttleClock{}}
+	for range latencySamples {
+		c.latencies.observe(transitionAttach, 290*time.Millisecond, 310*time.Millisecond)
+	}
+	sent := time.Now()
+	w := c.watches.watch("vol-a")
+	defer c.watches.unwatch(w)
+	go func() {
+		time.Sleep(10 * time.Millisecond) // another publish's pre-read
+		c.watches.deliver([]types.Volume{volumeRead("vol-a", types.VolumeStateCreating)}, time.Now(), time.Now())
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := c.await(ctx, transitionAttach, sent, w, func(_ context.Context, seen *seenVolume) (bool, string, error) {
+		if seen != nil {
+			return false, string(seen.volume.State), nil
+		}
+		return true, "attached", nil // its own look, in the window
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.latencies.samples[transitionAttach]
+	if last := s[len(s)-1]; last < 250*time.Millisecond {
+		t.Errorf("the wait taught %v; the change took about 300 ms, and only a look in the window bounds it", last)
+	}
+}
+
 // TestWatchedVolumeGoneDoesNotFailOthers: a watched volume that EC2 no
 // longer shows, asked for along with another call's volume, does not fail
 // that call: the call is made again without it, and it is asked for no
