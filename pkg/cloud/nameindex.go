@@ -30,8 +30,10 @@ import (
 //
 // The zero maxAge turns the index off: every name may exist (a cloud that
 // keeps no ClientToken, such as moto). A listing that fails leaves the index
-// as it was and, for the calls that waited for it, every name may exist. It
-// is safe for concurrent use; concurrent calls share one listing.
+// as it was and, until listingRetry has passed, every name may exist: the
+// creates look their names up meanwhile rather than each list again while
+// EC2 throttles or fails. It is safe for concurrent use; concurrent calls
+// share one listing.
 type volumeNameIndex struct {
 	maxAge time.Duration
 	now    func() time.Time
@@ -43,7 +45,12 @@ type volumeNameIndex struct {
 	sent  time.Time
 	// listing is closed when the listing under way ends; nil when none is.
 	listing chan struct{}
+	// failed is when the last listing failed, if it did.
+	failed time.Time
 }
+
+// listingRetry is how long after a failed listing the next is made.
+const listingRetry = time.Minute
 
 func newVolumeNameIndex(maxAge time.Duration) *volumeNameIndex {
 	return &volumeNameIndex{maxAge: max(maxAge, 0), now: time.Now}
@@ -63,6 +70,10 @@ func (x *volumeNameIndex) mayExist(ctx context.Context, name string, list func(c
 			_, ok := x.names[name]
 			x.mu.Unlock()
 			return ok
+		}
+		if !x.failed.IsZero() && x.now().Sub(x.failed) < listingRetry {
+			x.mu.Unlock()
+			return true
 		}
 		if wait := x.listing; wait != nil {
 			x.mu.Unlock()
@@ -95,10 +106,11 @@ func (x *volumeNameIndex) read(ctx context.Context, list func(context.Context) (
 	x.listing = nil
 	close(done)
 	if err != nil {
-		klog.V(2).InfoS("Could not list the volumes' names; creates look their names up until a listing succeeds", "err", err)
+		x.failed = x.now()
+		klog.V(2).InfoS("Could not list the volumes' names; creates look their names up until a listing succeeds", "retryIn", listingRetry, "err", err)
 		return
 	}
-	x.names, x.sent = names, sent
+	x.names, x.sent, x.failed = names, sent, time.Time{}
 	klog.V(4).InfoS("Listed the volumes' names", "volumes", len(names))
 }
 

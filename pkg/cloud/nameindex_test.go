@@ -42,13 +42,15 @@ func TestVolumeNameIndex(t *testing.T) {
 			{after: time.Hour, name: "pvc-a", listing: listed("pvc-a"), want: true, lists: 2},
 			{name: "pvc-b", want: false, lists: 2},
 		}},
-		{name: "a failed listing: every name may exist, and the next call lists again", maxAge: time.Hour, steps: []step{
+		{name: "a failed listing: every name may exist, and the next is made a minute later", maxAge: time.Hour, steps: []step{
 			{name: "pvc-a", want: true, lists: 1},
-			{name: "pvc-a", listing: listed(), want: false, lists: 2},
+			{after: 59 * time.Second, name: "pvc-a", listing: listed(), want: true, lists: 1},
+			{after: time.Second, name: "pvc-a", listing: listed(), want: false, lists: 2},
 		}},
 		{name: "a failed listing keeps no stale one either", maxAge: time.Hour, steps: []step{
 			{name: "pvc-a", listing: listed(), want: false, lists: 1},
 			{after: 2 * time.Hour, name: "pvc-a", want: true, lists: 2},
+			{after: time.Minute, name: "pvc-b", listing: listed("pvc-a"), want: false, lists: 3},
 		}},
 	}
 	for _, tc := range tests {
