@@ -204,3 +204,23 @@ func TestNameIndexMaxAge(t *testing.T) {
 		}
 	}
 }
+
+// TestRetriedCreateTeachesNothing: a create sent again (the provisioner's
+// retry after its deadline) is answered with the volume the first one made,
+// available for some time already; that answer says nothing of how long a
+// create takes, so it teaches the estimate nothing, where the first one's
+// answer, done at once, did.
+func TestRetriedCreateTeachesNothing(t *testing.T) {
+	t.Parallel()
+	c, _ := startEmulator(t, emulatortest.Options{}, motoIgnoresClientToken)
+	first := mustCreate(t, c, "pvc-a", &CreateVolumeOptions{SizeGiB: 1})
+	if n := len(c.latencies.samples[transitionCreate]); n != 1 {
+		t.Fatalf("the first create's answer, done at once, taught %d samples, want 1", n)
+	}
+	if again := mustCreate(t, c, "pvc-a", &CreateVolumeOptions{SizeGiB: 1}); again.ID != first.ID {
+		t.Fatalf("the retry made %s, not %s", again.ID, first.ID)
+	}
+	if n := len(c.latencies.samples[transitionCreate]); n != 1 {
+		t.Errorf("the retry's answer taught the estimate (%d samples, want 1)", n)
+	}
+}
