@@ -31,7 +31,8 @@ func (c *ec2Cloud) waitTransition(ctx context.Context, kind transition, sent tim
 // (see await). Besides its own looks it takes what the DescribeVolumes
 // calls made for other waits and requests show of the volume
 // (volumeWatches), so that it looks in a call of its own only when none
-// came when it meant to look.
+// came when it meant to look, and even then ends on a read that another
+// call brings in before its own answers (see lookAtVolume).
 func (c *ec2Cloud) waitVolume(ctx context.Context, kind transition, sent time.Time, volumeID string, check volumeCheck) error {
 	w := c.watches.watch(volumeID)
 	defer c.watches.unwatch(w)
@@ -39,8 +40,46 @@ func (c *ec2Cloud) waitVolume(ctx context.Context, kind transition, sent time.Ti
 		if seen != nil {
 			return check(seen.volume, nil)
 		}
-		return check(c.describeVolume(ctx, volumeID))
+		return c.lookAtVolume(ctx, w, check)
 	})
+}
+
+// lookAtVolume is a wait's look with a call of its own at w's volume: what
+// check makes of that call's answer, unless a read that another call
+// answered meanwhile shows the change done first; the own call is then left
+// (the batcher drops a lookup all of whose callers left before its call
+// began). Waits that fall due together, as those of requests sent together
+// do, join one DescribeVolumes call while it is on its way, and those that
+// fall due during it queue for the next one (see batcher.Options): without
+// this they would wait a round trip more for a call made for them alone. A
+// read that does not show the change done is not taken: it was asked
+// before the own call, which may well find it done.
+func (c *ec2Cloud) lookAtVolume(ctx context.Context, w *volumeWatch, check volumeCheck) (bool, string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		volume types.Volume
+		err    error
+	}
+	own := make(chan answer, 1)
+	asked := time.Now()
+	go func() {
+		v, err := c.describeVolume(ctx, w.id)
+		own <- answer{v, err}
+	}()
+	for {
+		select {
+		case a := <-own:
+			return check(a.volume, a.err)
+		case s := <-w.seen:
+			if !s.at.After(asked) {
+				continue
+			}
+			if done, status, err := check(s.volume, nil); done || err != nil {
+				return done, status, err
+			}
+		}
+	}
 }
 
 // await waits until look reports done, for a state change of kind that a

@@ -2,6 +2,7 @@ package cloud
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/diskplane/diskplane/pkg/emulator/emulatortest"
+	"github.com/diskplane/diskplane/pkg/emulator/faults"
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
@@ -243,4 +245,62 @@ func TestAnswerShowingDoneIsNotWaitedFor(t *testing.T) {
 			t.Errorf("%s estimate %v (%v), want 0", kind, d, ok)
 		}
 	}
+}
+
+// TestOwnLookTakesAnotherCallsDoneRead: a wait looking with a call of its
+// own ends on a read that shows the change done which another call brings
+// in before its own answers, and its own call, queued behind one under way,
+// is never made; a read that does not show the change done is not taken,
+// and the own call's answer decides.
+func TestOwnLookTakesAnotherCallsDoneRead(t *testing.T) {
+	t.Parallel()
+	const slow = time.Second // every DescribeVolumes
+	emulatorOnly(t, "slows the emulator's DescribeVolumes")
+	env := emulatortest.Start(t, emulatortest.Options{Faults: faults.Config{Latency: map[string]faults.Duration{"DescribeVolumes": faults.Duration(slow)}}})
+	cfg := testConfig()
+	cfg.BatchMaxDelay = 2 * slow // a lookup waits for the call under way, as with the default against EC2's times
+	c := newCloud(t, env, cfg)
+	available := func(v types.Volume, err error) (bool, string, error) {
+		if err != nil {
+			return false, "", err
+		}
+		return v.State == types.VolumeStateAvailable, string(v.State), nil
+	}
+	deliverLater := func(id string, reads ...types.VolumeState) {
+		go func() {
+			for _, state := range reads {
+				time.Sleep(100 * time.Millisecond)
+				c.watches.deliver([]types.Volume{volumeRead(id, state)}, time.Now(), time.Now())
+			}
+		}()
+	}
+
+	t.Run("a done read ends the look, and the queued call is left", func(t *testing.T) {
+		before := env.Calls("DescribeVolumes")
+		go func() { _, _ = c.describeVolume(testContext(t), "vol-0000000000000000b") }() // under way while the look asks
+		time.Sleep(50 * time.Millisecond)
+		w := c.watches.watch("vol-0000000000000000a")
+		defer c.watches.unwatch(w)
+		deliverLater(w.id, types.VolumeStateCreating, types.VolumeStateAvailable)
+		started := time.Now()
+		done, _, err := c.lookAtVolume(testContext(t), w, available)
+		if took := time.Since(started); err != nil || !done || took > slow/2 {
+			t.Fatalf("look = %v, %v after %v; want done with the other call's read, at about 200 ms", done, err, took)
+		}
+		time.Sleep(slow + slow/2) // the call under way ends: a queued one would begin
+		if n := env.Calls("DescribeVolumes") - before; n != 1 {
+			t.Errorf("%d DescribeVolumes calls, want 1 (the other call's; the look's was left before it began)", n)
+		}
+	})
+
+	t.Run("a read that is not done is not taken", func(t *testing.T) {
+		w := c.watches.watch("vol-0000000000000000c")
+		defer c.watches.unwatch(w)
+		deliverLater(w.id, types.VolumeStateCreating)
+		started := time.Now()
+		_, _, err := c.lookAtVolume(testContext(t), w, available)
+		if took := time.Since(started); !errors.Is(err, ErrNotFound) || took < slow {
+			t.Fatalf("look = %v after %v; want the own call's answer (the volume does not exist) after %v", err, took, slow)
+		}
+	})
 }
