@@ -167,9 +167,8 @@ func TestSharedWaitsMeetTheAims(t *testing.T) {
 		return []simChange{{transitionCreate, d, d}, {transitionAttach, d, d}, {transitionDetach, d, d}}
 	}
 	tests := []struct {
-		name    string
-		changes []simChange
-		// lifecycles and concurrency: 600 and 10 when zero.
+		name                    string
+		changes                 []simChange
 		lifecycles, concurrency int
 		maxCalls                float64
 		// misses is how many of the 30 medians (3 changes, 10 seeds) may
@@ -177,22 +176,18 @@ func TestSharedWaitsMeetTheAims(t *testing.T) {
 		// happens to sit between two looks does.
 		misses int
 	}{
-		{name: "ebs", changes: ebsChanges, maxCalls: 3.95, misses: 2},
-		{name: "fixed", changes: fixed(2 * time.Second), maxCalls: 1.6},
+		{name: "ebs", changes: ebsChanges, lifecycles: 600, concurrency: 10, maxCalls: 3.95, misses: 2},
+		{name: "fixed", changes: fixed(2 * time.Second), lifecycles: 600, concurrency: 10, maxCalls: 1.6},
 		{name: "fixed, 100 at a time", changes: fixed(2 * time.Second), lifecycles: 500, concurrency: 100, maxCalls: 1.15},
-		{name: "slow", changes: fixed(10 * time.Second), maxCalls: 1.6},
-		{name: "instant", changes: fixed(0), maxCalls: 1.55},
+		{name: "slow", changes: fixed(10 * time.Second), lifecycles: 600, concurrency: 10, maxCalls: 1.6},
+		{name: "instant", changes: fixed(0), lifecycles: 600, concurrency: 10, maxCalls: 1.55},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			const seeds = 10
 			calls, misses := 0.0, 0
 			for seed := uint64(1); seed <= seeds; seed++ {
-				lifecycles, concurrency := 600, 10
-				if tc.lifecycles > 0 {
-					lifecycles, concurrency = tc.lifecycles, tc.concurrency
-				}
-				r := simulateSharedWaits(Config{}, tc.changes, lifecycles, concurrency, seed)
+				r := simulateSharedWaits(Config{}, tc.changes, tc.lifecycles, tc.concurrency, seed)
 				calls += r.calls / seeds
 				for _, ch := range tc.changes {
 					w, d := r.waited[ch.kind], r.drawn[ch.kind]
