@@ -124,7 +124,7 @@ func TestCreateVolumeParameterChangeMakesNoSecondVolume(t *testing.T) {
 				CommitThenFail:      []faults.CommitFailRule{{Action: "CreateVolume", Mode: faults.FailStall, Probability: 1, Count: 1}},
 			}})
 			c := newCloud(t, env, testConfig())
-			ctx, cancel := context.WithTimeout(testContext(t), 300*time.Millisecond)
+			ctx, cancel := context.WithTimeout(testContext(t), cutShortDeadline)
 			defer cancel()
 			if _, err := c.CreateVolume(ctx, "pvc-p", &CreateVolumeOptions{SizeGiB: 1, Zone: "us-east-1a"}); err == nil {
 				t.Fatal("the stalled CreateVolume succeeded")

@@ -53,6 +53,12 @@ func testContext(t testing.TB) context.Context {
 	return ctx
 }
 
+// cutShortDeadline is the deadline of a call a test means to end, unfinished,
+// with its context: long enough for the requests before the wait it cuts
+// short even on the slowest runner (CI's arm64 tests under qemu-user, niced
+// beside the cluster's steps, once took over 300 ms for one AttachVolume).
+const cutShortDeadline = 2 * time.Second
+
 // mustCreate creates a volume or fails the test.
 func mustCreate(t testing.TB, c Cloud, name string, opts *CreateVolumeOptions) *Volume {
 	t.Helper()

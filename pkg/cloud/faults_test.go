@@ -108,7 +108,7 @@ func TestWaitEndsWithTheDeadline(t *testing.T) {
 	t.Parallel()
 	c, env := startEmulator(t, emulatortest.Options{Faults: faults.Config{StuckAttach: faults.StuckAttach{Next: 1}}}, motoLacksFaults)
 	vol := mustCreate(t, c, "pvc-1", &CreateVolumeOptions{SizeGiB: 1, Zone: env.Zone()})
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), cutShortDeadline)
 	defer cancel()
 	_, err := c.AttachVolume(ctx, vol.ID, env.LocalInstance().ID, AttachOptions{})
 	if !errors.Is(err, ErrInProgress) || !errors.Is(err, context.DeadlineExceeded) {

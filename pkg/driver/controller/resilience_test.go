@@ -289,7 +289,9 @@ func TestStuckAttachContinuesOnRetry(t *testing.T) {
 	node := h.env.LocalInstance().ID
 	vol := h.createVolume(t, createReq("pvc-stuck", 1, h.env.Zone()))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	// Long enough for AttachVolume itself on the slowest runner (the arm64
+	// tests under qemu-user): the deadline must end the wait, not the call.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err := h.svc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: vol.VolumeId, NodeId: node, VolumeCapability: rwo})
 	wantCode(t, err, codes.DeadlineExceeded, "")
