@@ -22,6 +22,9 @@ const (
 	transitionSnapshot
 	transitionModify
 	transitionOptimize
+
+	// transitionKinds counts the kinds above.
+	transitionKinds
 )
 
 // of returns the duration l gives the transition.
@@ -99,10 +102,17 @@ const z99 = 2.3263478740408408
 // many times longer. A transition whose Latencies.P99 is above its median
 // takes a lognormal time with that median and 99th percentile; one without
 // takes its median exactly.
+//
+// Each kind of transition draws from a sequence of its own: with a seed,
+// the nth attach takes the same time in every run, however the attaches
+// interleave with the other changes. Two clients measured side by side,
+// each against its own emulator, so meet the same times for the same
+// changes, and a client's figures differ between runs only by what the
+// client did.
 type latencyDraws struct {
 	cfg Latencies
 	mu  sync.Mutex
-	rng *rand.Rand
+	rng [transitionKinds]*rand.Rand
 	// log holds the last maxDraws draws, oldest first.
 	log []Draw
 }
@@ -111,7 +121,13 @@ func newLatencyDraws(cfg Latencies, seed uint64) *latencyDraws {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	return &latencyDraws{cfg: cfg, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	d := &latencyDraws{cfg: cfg}
+	for t := range d.rng {
+		// A distinct stream per kind: the golden-ratio increment keeps the
+		// kinds' second seeds far apart.
+		d.rng[t] = rand.New(rand.NewPCG(seed, seed^(uint64(t+1)*0x9e3779b97f4a7c15)))
+	}
+	return d
 }
 
 // due draws how long a transition of kind t of resource, set off at now,
@@ -138,7 +154,7 @@ func (d *latencyDraws) drawLocked(t transition) time.Duration {
 		return median
 	}
 	sigma := math.Log(float64(p99)/float64(median)) / z99
-	return time.Duration(float64(median) * math.Exp(sigma*d.rng.NormFloat64()))
+	return time.Duration(float64(median) * math.Exp(sigma*d.rng[t].NormFloat64()))
 }
 
 // draws returns the remembered draws, oldest first.

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -160,5 +161,32 @@ func TestDrawsRecorded(t *testing.T) {
 	}
 	if want := []string{"create", "attach", "detach"}; !slices.Equal(changes, want) {
 		t.Fatalf("changes drawn %v, want %v", changes, want)
+	}
+}
+
+// TestDrawsRepeatPerKind checks that with a seed the nth change of a kind
+// takes the same time whatever other changes came between: two clients
+// measured side by side meet the same times for the same changes.
+func TestDrawsRepeatPerKind(t *testing.T) {
+	takes := func(interleave bool) map[string][]time.Duration {
+		d := newLatencyDraws(EBSLatencies(), 11)
+		for i := range 20 {
+			d.due(transitionAttach, fmt.Sprintf("vol-a%d", i), time.Time{})
+			if interleave && i%3 == 0 {
+				d.due(transitionVolumeCreate, fmt.Sprintf("vol-c%d", i), time.Time{})
+			}
+			d.due(transitionDetach, fmt.Sprintf("vol-a%d", i), time.Time{})
+		}
+		byKind := map[string][]time.Duration{}
+		for _, draw := range d.draws() {
+			byKind[draw.Change] = append(byKind[draw.Change], draw.Takes)
+		}
+		return byKind
+	}
+	alone, between := takes(false), takes(true)
+	for _, change := range []string{"attach", "detach"} {
+		if !slices.Equal(alone[change], between[change]) {
+			t.Errorf("%s times with creates between %v, want those without %v", change, between[change], alone[change])
+		}
 	}
 }
