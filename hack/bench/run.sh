@@ -4,17 +4,17 @@
 # _output/bench/<time>/. As root (loop devices, mounts, the local cluster).
 #   BENCH_PROFILE=full|ci     full (default): P1/P2 at 100 lifecycles ten at a time and 500 a hundred at a
 #                             time, 500 with throttling, and 100 with throttling and 5 % 5xx, all on the fixed
-#                             2 s latencies; then 100 ten at a time on instant latencies, 60 ten at a time on
-#                             EBS-like ones, plain and with throttling and 5 % 5xx, and 20 ten at a time on slow
-#                             ones; P3 with 50 claims, and a snapshot as soon as a restarted controller serves;
+#                             2 s latencies; then 100 ten at a time on instant latencies, on EBS-like ones 240
+#                             thirty at a time and 60 ten at a time with throttling and 5 % 5xx, and 20 ten at
+#                             a time on slow ones; P3 with 50 claims, and a snapshot as soon as a restarted controller serves;
 #                             P4 with 50 volumes; P6 over 5,000 volumes. ci: a reduced run (30 lifecycles ten at
 #                             a time, plain and with faults; 10 claims) that prints the same kinds of rows.
 #   BENCH_LATENCY_PROFILE     the emulator's latency profile for the P1/P2 lifecycle runs that name none:
 #                             instant, fixed (default), ebs (times varying as EBS's) or slow; the floors follow
 #                             it (docs/emulator.md, "Latency profiles")
 #   BENCH_RUNS                a regular expression: only the P1/P2 lifecycle runs whose names match (100x10,
-#                             500x100, 500x100-throttled, 100x10-faults, 100x10-instant, 60x10-ebs,
-#                             60x10-ebs-faults, 20x10-slow; in ci 30x10, 30x10-faults)
+#                             500x100, 500x100-throttled, 100x10-faults, 100x10-instant, 240x30-ebs,
+#                             60x10-ebs-faults, 20x10-slow, 40x5-moto; in ci 30x10, 30x10-faults)
 #   UPSTREAM_EBS_CSI_DRIVER   a binary of the upstream AWS EBS CSI driver (built by you from
 #                             kubernetes-sigs/aws-ebs-csi-driver) to run the lifecycles through too, in the
 #                             same run, for a column of its figures: each lifecycle run drives both drivers at

@@ -133,13 +133,14 @@ func TestLatenciesSteady(t *testing.T) {
 	}
 }
 
-// TestFirstLookFindsTheMedian: for a kind whose times vary, the first look
-// starts at the estimate, moves a step later after a first look that found
-// the change not done and a step earlier after one that found it done, and,
-// fed draws of EBS-like times (lognormal, median 2 s), settles within a
-// twentieth of their median on average; a kind whose times turn steady looks at its
-// estimate again.
-func TestFirstLookFindsTheMedian(t *testing.T) {
+// TestFirstLookSettlesBelowTheMedian: for a kind whose times vary, the
+// first look starts at the estimate, moves later after a first look that
+// found the change not done and earlier after one that found it done, and,
+// fed draws of EBS-like times (lognormal, median 2 s), settles where
+// firstLookDoneShare of them find it done (their 45th percentile, 1.83 s),
+// within a twentieth on average; a kind whose times turn steady looks at
+// its estimate again.
+func TestFirstLookSettlesBelowTheMedian(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	l := newLatencies()
 	l.samples[transitionAttach] = []time.Duration{ms(1200), ms(2000), ms(3100), ms(1800), ms(4500), ms(2600), ms(900), ms(7000)}
@@ -148,12 +149,13 @@ func TestFirstLookFindsTheMedian(t *testing.T) {
 		t.Fatalf("firstLookAt = %v, %v, %v; want the samples' median 2.6s, not steady", at, steady, ok)
 	}
 	l.firstLookSeen(transitionAttach, false)
-	if later, _, _ := l.firstLookAt(transitionAttach); later <= at {
+	later, _, _ := l.firstLookAt(transitionAttach)
+	if later <= at {
 		t.Fatalf("after a first look that found the change not done: %v, want later than %v", later, at)
 	}
 	l.firstLookSeen(transitionAttach, true)
-	if back, _, _ := l.firstLookAt(transitionAttach); back < at-ms(1) || back > at+ms(1) {
-		t.Fatalf("after one not done and one done: %v, want %v again", back, at)
+	if back, _, _ := l.firstLookAt(transitionAttach); back >= at || back < at-at/50 {
+		t.Fatalf("after one not done and one done: %v, want a little before %v (a done moves it further than a not done)", back, at)
 	}
 	rng := rand.New(rand.NewPCG(3, 3))
 	change := simChange{kind: transitionAttach, median: 2 * time.Second, p99: 10 * time.Second}
@@ -165,8 +167,8 @@ func TestFirstLookFindsTheMedian(t *testing.T) {
 		}
 		l.firstLookSeen(transitionAttach, change.draw(rng) <= at)
 	}
-	if mean := math.Exp(logSum / 2000); mean < 1.9 || mean > 2.1 {
-		t.Fatalf("over 2000 first looks at draws of median 2s (after 1000 to settle), their geometric mean is %.2fs", mean)
+	if mean := math.Exp(logSum / 2000); mean < 1.74 || mean > 1.92 {
+		t.Fatalf("over 2000 first looks at draws of median 2s (after 1000 to settle), their geometric mean is %.2fs, want about 1.83s", mean)
 	}
 	l.samples[transitionAttach] = []time.Duration{ms(1990), ms(2010), ms(2000), ms(2020), ms(1980), ms(2000)}
 	if at, steady, _ := l.firstLookAt(transitionAttach); !steady || at != ms(2000) {
