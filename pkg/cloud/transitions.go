@@ -131,6 +131,7 @@ func (c *ec2Cloud) await(ctx context.Context, kind transition, sent time.Time, w
 			return err
 		}
 		if done {
+			s.logDone(w, kind, at, notDoneAt)
 			if s.learn {
 				c.latencies.observe(kind, notDoneAt, s.taughtDone(notDoneAt, at.Sub(sent)))
 			}
@@ -243,6 +244,27 @@ func (c *ec2Cloud) newLookSchedule(kind transition, sent time.Time) *lookSchedul
 		s.from, s.until = sent.Add(s.cold/2), sent.Add(s.cold)
 	}
 	return s
+}
+
+// logDone logs, at V(4), how a wait for a change of kind (of w's volume,
+// when it watched one) ended: seen done at at, last seen not done at
+// notDoneAt after the send, after how many looks, and where its first look
+// was put, which is what tuning the schedule needs.
+func (s *lookSchedule) logDone(w *volumeWatch, kind transition, at time.Time, notDoneAt time.Duration) {
+	logger := klog.V(4)
+	if !logger.Enabled() {
+		return
+	}
+	volumeID := ""
+	if w != nil {
+		volumeID = w.id
+	}
+	var seenDone time.Duration
+	if s.learn {
+		seenDone = at.Sub(s.sent)
+	}
+	logger.InfoS("Change seen done", "change", kind, "volumeID", volumeID, "seenDoneAfter", seenDone, "lastNotDone", notDoneAt,
+		"looks", s.looks, "estimated", s.estimated, "firstLook", s.estimate, "steady", s.steady)
 }
 
 // taughtDone is the time a wait that saw its change done at doneAt, last

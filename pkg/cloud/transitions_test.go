@@ -23,16 +23,24 @@ func TestLatenciesLearn(t *testing.T) {
 		t.Fatal("an estimate before any wait")
 	}
 	// Looks at 1.9 s (not yet) and 2.1 s (done): the change was in between.
+	// Until the kind's times are seen to vary they count as steady, and the
+	// sample is a quarter of the way up.
 	l.observe(transitionAttach, 1900*time.Millisecond, 2100*time.Millisecond)
-	if d, _ := l.expected(transitionAttach); d != 2*time.Second {
-		t.Fatalf("estimate %v, want the midpoint 2s", d)
+	if d, _ := l.expected(transitionAttach); d != 1950*time.Millisecond {
+		t.Fatalf("estimate %v, want a quarter of the way up, 1.95s", d)
 	}
 	// A first look that found it done says only "no later than": the
 	// sample is halfway down to the highest not-done look below (1.9 s).
 	l.observe(transitionAttach, 0, 2500*time.Millisecond)
 	l.observe(transitionAttach, 0, 2500*time.Millisecond)
 	if d, _ := l.expected(transitionAttach); d != 2200*time.Millisecond {
-		t.Fatalf("estimate %v, want 2.2s (the median of 2s, 2.2s, 2.2s)", d)
+		t.Fatalf("estimate %v, want 2.2s (the median of 1.95s, 2.2s, 2.2s)", d)
+	}
+	// Of a kind whose times vary, the sample is the midpoint.
+	l.samples[transitionDetach] = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second, 5 * time.Second}
+	l.observe(transitionDetach, 1900*time.Millisecond, 2100*time.Millisecond)
+	if s := l.samples[transitionDetach]; s[len(s)-1] != 2*time.Second {
+		t.Fatalf("sample %v of a kind whose times vary, want the midpoint 2s", s[len(s)-1])
 	}
 	if _, ok := l.expected(transitionCreate); ok {
 		t.Fatal("kinds share estimates")
