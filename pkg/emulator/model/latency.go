@@ -107,8 +107,8 @@ const z99 = 2.3263478740408408
 // the nth attach takes the same time in every run, however the attaches
 // interleave with the other changes. Two clients measured side by side,
 // each against its own emulator, so meet the same times for the same
-// changes, and a client's figures differ between runs only by what the
-// client did.
+// changes, and their figures differ by what they did rather than by which
+// draws each happened to take.
 type latencyDraws struct {
 	cfg Latencies
 	mu  sync.Mutex
