@@ -6,8 +6,8 @@
 #                             time, 500 with throttling, and 100 with throttling and 5 % 5xx, all on the fixed
 #                             2 s latencies; then 100 ten at a time on instant latencies, on EBS-like ones 240
 #                             thirty at a time and 60 ten at a time with throttling and 5 % 5xx, and 20 ten at
-#                             a time on slow ones; P3 with 50 claims, and a snapshot as soon as a restarted controller serves;
-#                             P4 with 50 volumes; P6 over 5,000 volumes. ci: a reduced run (30 lifecycles ten at
+#                             a time on slow ones; P3 with 50 claims, and a snapshot as soon as a restarted
+#                             controller serves; P4 with 50 volumes; P6 over 5,000 volumes. ci: a reduced run (30 lifecycles ten at
 #                             a time, plain and with faults; 10 claims) that prints the same kinds of rows.
 #   BENCH_LATENCY_PROFILE     the emulator's latency profile for the P1/P2 lifecycle runs that name none:
 #                             instant, fixed (default), ebs (times varying as EBS's) or slow; the floors follow

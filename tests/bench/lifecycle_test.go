@@ -426,7 +426,7 @@ func benchLifecycles(t *testing.T, r *report) {
 	// of 60 lognormal draws of EBS's spread is off the profile's by about
 	// a tenth either way, so at 60 even a client that knew the profile
 	// could not hold an aim against it reliably. 240 halve that; 30 at a
-	// time keep the run as long as its lane's other.
+	// time keep the run about as long as the 60 ten at a time took.
 	runs := []lifecycleRun{
 		{name: "500x100", lifecycles: 500, concurrency: 100},
 		{name: "500x100-throttled", lifecycles: 500, concurrency: 100, faults: throttled},
