@@ -7,13 +7,22 @@ BIN         := $(OUTPUT)/bin
 PKG         := github.com/diskplane/diskplane
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
 COMMIT      ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
-BUILD_DATE  ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+# The commit's time, not the clock's: the same commit builds the same
+# binaries, which go build then leaves alone (a running plugin's binary is
+# not replaced under it by the next target that builds).
+BUILD_DATE  ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS     := -s -w \
 	-X $(PKG)/pkg/version.version=$(VERSION) \
 	-X $(PKG)/pkg/version.commit=$(COMMIT) \
 	-X $(PKG)/pkg/version.buildDate=$(BUILD_DATE)
 # Static binaries: the images carry no libc for them.
 export CGO_ENABLED := 0
+# -trimpath for every go command, not only the release builds: packages
+# compiled for a vet, a test and a build then share one entry in Go's build
+# cache, and a checkout in another directory (CI's clean clones) finds them
+# there (without it, the directory is part of every package's cache key).
+GOFLAGS += -trimpath
+export GOFLAGS
 TEST_FLAGS  ?= -count=1 -timeout=45m
 
 .PHONY: all build build-linux-arm64 build-windows test test-windows fuzz verify clean deps chaos
@@ -54,14 +63,21 @@ test-windows:
 test: deps
 	CGO_ENABLED=1 $(GO) test -race $(TEST_FLAGS) ./...
 
+## test-fresh-debian: as root: make test in a minimal Debian 12 root (mmdebstrap) holding only Go, make and git,
+## as README promises a newcomer (hack/fresh-debian/test.sh; FRESH_DEBIAN_TARGET=<target> runs another)
+.PHONY: test-fresh-debian
+test-fresh-debian:
+	hack/fresh-debian/test.sh
+
 ## test-vm: as root, in a VM with Debian's stock kernel (hack/vm): the node-side root tests (pkg/mounter,
 ## pkg/driver/node, pkg/emulator/disks) with nothing skipped (device-mapper, the NVMe target, online ext4
 ## growth), then csi-sanity and the NVMe scenarios with the VM as the emulator's instance (NVMe devices);
-## VM_PROFILE=ci leaves out csi-sanity's plain mount and block runs on NVMe (hack/vm/README.md)
+## VM_PROFILE=ci runs in the VM only the root tests this machine's kernel cannot (VM_KERNEL_ONLY) and
+## leaves out csi-sanity's plain mount and block runs on NVMe (hack/vm/README.md)
 VM_PROFILE ?= full
 .PHONY: test-vm
 test-vm:
-	hack/vm/test.sh
+	VM_KERNEL_ONLY=$(if $(filter ci,$(VM_PROFILE)),1,) hack/vm/test.sh
 	VM_PROFILE=$(VM_PROFILE) hack/vm/nvme.sh
 
 ## test-arm64: the tests of the plugin's pure packages (all cmd/diskplane links but pkg/mounter and pkg/driver/node) built for
@@ -123,35 +139,19 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s $$pkg || exit 1; \
 	done
 
-## verify: formatting, vet and staticcheck (for linux and windows)
+## verify: formatting, vet and staticcheck (for linux and windows). The suites behind build tags are
+## checked in the same run as the rest (VERIFY_TAGS): one run analyses the dependencies they share once.
+VERIFY_TAGS := e2e,e2e_install,e2e_multinode,vm,bench,chaos,moto,release,wine
 verify:
 	@out=$$(gofmt -l $$(git ls-files '*.go') $$(git ls-files --others --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	$(GO) vet -tags $(VERIFY_TAGS) ./...
 	GOOS=windows $(GO) vet ./...
-	$(GO) tool staticcheck ./...
+	$(GO) tool staticcheck -tags $(VERIFY_TAGS) ./...
 	@# The Windows node's code, checked as Windows builds it (a host binary
 	@# of the tool: `go tool` would build it for Windows).
-	@$(GO) build -o $(OUTPUT)/tools/staticcheck honnef.co/go/tools/cmd/staticcheck
-	GOOS=windows $(OUTPUT)/tools/staticcheck ./...
-	$(GO) vet -tags wine ./tests/windows/...
-	$(GO) tool staticcheck -tags wine ./tests/windows/...
-	$(GO) vet -tags e2e ./tests/e2e/...
-	$(GO) tool staticcheck -tags e2e ./tests/e2e/...
-	$(GO) vet -tags e2e_install ./tests/e2e/install/...
-	$(GO) tool staticcheck -tags e2e_install ./tests/e2e/install/...
-	$(GO) vet -tags e2e_multinode ./tests/e2e/multinode/...
-	$(GO) tool staticcheck -tags e2e_multinode ./tests/e2e/multinode/...
-	$(GO) vet -tags vm ./tests/vm/... ./tests/sanity/...
-	$(GO) vet -tags bench ./tests/bench/...
-	$(GO) tool staticcheck -tags bench ./tests/bench/...
-	$(GO) tool staticcheck -tags vm ./tests/vm/... ./tests/sanity/...
-	$(GO) vet -tags chaos ./tests/chaos/...
-	$(GO) tool staticcheck -tags chaos ./tests/chaos/...
-	$(GO) vet -tags moto ./tests/moto/...
-	$(GO) vet -tags release ./tests/release/...
-	$(GO) tool staticcheck -tags release ./tests/release/...
-	$(GO) tool staticcheck -tags moto ./tests/moto/...
+	@$(GO) build -o $(OUTPUT)/verify/staticcheck honnef.co/go/tools/cmd/staticcheck
+	GOOS=windows $(OUTPUT)/verify/staticcheck ./...
 
 ## chaos: volume lifecycles through the real controller, SIGKILLed at random, under EC2's faults, then an audit of the emulator (tests/chaos; CHAOS_PROFILE=full, or ci for CI's reduced run)
 CHAOS_PROFILE ?= full

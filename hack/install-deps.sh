@@ -7,24 +7,40 @@
 #   hack/install-deps.sh windows    plus Wine and mingw-w64, for the Windows node's tests (hack/wine)
 #   hack/install-deps.sh arm64      plus qemu-user-static: arm64 programs run under qemu-user (make test-arm64,
 #                                   the arm64 image's programs started by make image's checks)
+#   hack/install-deps.sh vm         plus qemu-system-x86_64 and the node's tools the amd64 node VM copies
+#                                   (hack/vm/build.sh installs them itself when missing)
 #   hack/install-deps.sh vm-arm64   plus qemu-system-aarch64 and what hack/vm/build.sh needs to assemble
 #                                   the arm64 node VM from arm64 packages (make test-vm-arm64)
+#   hack/install-deps.sh PROFILE... several of them in one apt run (CI installs every lane's at once)
 set -euo pipefail
 
+# gcc and libc6-dev: make test's `go test -race` (the race detector needs
+# cgo), and the local cluster's static pause binary.
 # buildah: the image scripts, and the test that pushes an image to a registry.
 # libhivex-bin: hivexml, an independent reader of the registry hives the
 # Windows image carries (hack/image/winimage).
-packages=(e2fsprogs xfsprogs util-linux mount cryptsetup-bin kmod ca-certificates curl jq buildah libhivex-bin)
-case "${1:-}" in
-  cluster) packages+=(containerd runc containernetworking-plugins iptables nftables conntrack etcd-server busybox-static openssl gcc libc6-dev) ;;
+# vm_packages ARCH prints the Debian packages the node VM of ARCH needs.
+vm_packages() {
+  (
+    VM_ARCH=$1
+    # shellcheck source=hack/vm/lib.sh
+    source "$(dirname "$0")/vm/lib.sh"
+    printf '%s\n' "${vm_packages[@]}"
+  )
+}
+
+packages=(e2fsprogs xfsprogs util-linux mount cryptsetup-bin kmod ca-certificates curl jq gcc libc6-dev buildah libhivex-bin)
+for profile in "$@"; do
+  case $profile in
+  cluster) packages+=(containerd runc containernetworking-plugins iptables nftables conntrack etcd-server busybox-static openssl) ;;
   windows) packages+=(wine wine64 gcc-mingw-w64-x86-64-win32) ;;
-  # qemu-system-arm provides qemu-system-aarch64; it boots the arm64 kernel
-  # directly (-kernel on the virt board), so no UEFI firmware is needed.
-  # binutils: readelf, the libraries an arm64 program loads; busybox-static:
-  # the applet list of the arm64 busybox, which cannot run here.
   arm64) packages+=(qemu-user-static) ;;
-  vm-arm64) packages+=(qemu-system-arm busybox-static kmod binutils cpio debian-archive-keyring) ;;
-esac
+  # The node VM's packages, as hack/vm/lib.sh lists them for each architecture.
+  vm) mapfile -t -O "${#packages[@]}" packages < <(vm_packages amd64) ;;
+  vm-arm64) mapfile -t -O "${#packages[@]}" packages < <(vm_packages arm64) ;;
+  *) echo "hack/install-deps.sh: unknown profile $profile (want cluster, windows, arm64, vm or vm-arm64)" >&2 && exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

@@ -43,12 +43,13 @@ started=$SECONDS
 echo "bench: P3 in the local cluster ($pods claims with pods)"
 INSTANCE_TYPE=${INSTANCE_TYPE:-m7i.48xlarge} hack/e2e/up.sh >"$dir/cluster-up.log" 2>&1 ||
   { tail -20 "$dir/cluster-up.log" >&2; exit 1; }
-DISKPLANE_BENCH_PODS=$pods DISKPLANE_BENCH_DIR=$dir CGO_ENABLED=1 \
+DISKPLANE_BENCH_PODS=$pods DISKPLANE_BENCH_DIR=$dir \
   go test -tags e2e -run '^(TestProvisionToRunning|TestSnapshotAfterControllerRestart)$' -count=1 -timeout 20m -v ./tests/e2e >"$dir/p3.log" 2>&1 ||
   { tail -30 "$dir/p3.log" >&2; exit 1; }
 
 echo "bench: P5 with LUKS2, in the node VM (Debian's kernel: device-mapper)"
-VM_MEMORY=${VM_MEMORY:-3072} VM_TEST_RUN='^TestStageEncryptedFigures$' VM_TEST_ENV="DISKPLANE_BENCH_DIR=/host/${dir#"$repo"/}" \
+# A VM_DIR of its own: make test-vm may run meanwhile (CI).
+VM_DIR=$dir/vm VM_MEMORY=${VM_MEMORY:-3072} VM_TEST_RUN='^TestStageEncryptedFigures$' VM_TEST_ENV="DISKPLANE_BENCH_DIR=/host/${dir#"$repo"/}" \
   hack/vm/test.sh ./pkg/driver/node >"$dir/p5-luks.log" 2>&1 || { tail -30 "$dir/p5-luks.log" >&2; exit 1; }
 
 echo "bench: P1, P2, P4, P5, P6"

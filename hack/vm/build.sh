@@ -6,10 +6,10 @@
 # node needs (device-mapper and dm-crypt, NVMe and the NVMe/TCP target, loop,
 # ext4, xfs, 9p, virtio) and the real node tools (util-linux, e2fsprogs,
 # xfsprogs, cryptsetup, nvme-cli, udev, coreutils' df) with the libraries
-# they load. Output in _output/vm; a second run with nothing changed returns
-# at once. Prints the paths of vmlinux and initrd.img.
+# they load. Output in this machine's cache (lib.sh); a second run with
+# nothing changed returns at once. Prints the paths of vmlinux and initrd.img.
 #
-# VM_ARCH=arm64 builds the arm64 node instead, into _output/vm-arm64, from
+# VM_ARCH=arm64 builds the arm64 node instead, into vm-arm64/, from
 # Debian's arm64 packages resolved and downloaded with a private apt state
 # (this machine's apt configuration is not touched): linux-image-arm64,
 # whose Image qemu boots as it is, and the same tools,
@@ -29,16 +29,19 @@ force=false
 [[ ${1:-} == --force ]] && force=true
 
 vm_require_packages
-mkdir -p "$VM_DIR" "$vm_kernel_dir"
+mkdir -p "$vm_kernel_dir"
+# One build at a time (the suites that boot the VM may start together).
+exec {build_lock}>"$vm_build_dir/.lock"
+flock "$build_lock"
 
 # The arm64 packages come from the mirror the machine's own packages come
-# from, through a private apt in $VM_DIR/apt (see debian_arm64_apt).
+# from, through a private apt in $vm_build_dir/apt (see debian_arm64_apt).
 arm64_apt() {
   local mirror security
   mirror=${DEBIAN_MIRROR:-$(debian_apt_source bookworm)}
   [[ -n $mirror ]] || vm_die "this machine's apt sources name no Debian bookworm mirror; set DEBIAN_MIRROR (http://MIRROR/debian)"
   security=${DEBIAN_SECURITY_MIRROR:-$(debian_apt_source bookworm-security)}
-  debian_arm64_apt "$VM_DIR/apt" "$mirror" "$security"
+  debian_arm64_apt "$vm_build_dir/apt" "$mirror" "$security"
 }
 [[ $VM_ARCH == amd64 ]] || arm64_apt
 
@@ -115,24 +118,24 @@ else
 fi
 
 # arm64: the tools' packages, downloaded into the private apt's cache and
-# unpacked into one tree ($VM_DIR/debs) that the initramfs takes its files
+# unpacked into one tree ($vm_build_dir/debs) that the initramfs takes its files
 # from. Merged /usr as the installed system has it, and absolute symlinks
 # (kmod's /sbin/modprobe -> /bin/kmod) pointed into the tree, so that
 # following a link never reaches this machine's amd64 files.
 root=
 if [[ $VM_ARCH == arm64 ]]; then
-  root=$VM_DIR/debs
+  root=$vm_build_dir/debs
   vm_log "unpacking $(wc -l <<<"$debs") arm64 packages"
   apt-get install -d -y -qq "${vm_arm64_packages[@]}" >/dev/null || vm_die "apt could not download the arm64 packages"
   rm -rf "$root" && mkdir -p "$root"
   keep=()
   while read -r name version; do
-    deb=$(debian_cached_deb "$VM_DIR/apt/cache/archives" "$name" "$version" | tail -n1)
+    deb=$(debian_cached_deb "$vm_build_dir/apt/cache/archives" "$name" "$version" | tail -n1)
     [[ -n $deb ]] || vm_die "apt downloaded no package file for $name $version"
     dpkg-deb -x "$deb" "$root"
     keep+=("$deb")
   done <<<"$debs"
-  debian_prune_cache "$VM_DIR/apt/cache/archives" "${keep[@]}"
+  debian_prune_cache "$vm_build_dir/apt/cache/archives" "${keep[@]}"
   debian_merge_usr "$root"
   find "$root" -type l -lname '/*' | while read -r link; do
     ln -sfn "$root$(readlink "$link")" "$link"

@@ -14,6 +14,7 @@
 # cluster is left running; make demo-down takes it down.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+vm_repo_dir=$(cd "$here/../.." && pwd)
 # shellcheck source=hack/local-cluster/lib.sh
 source "$here/../local-cluster/lib.sh"
 lc_require_root hack/vm/identity.sh
@@ -24,5 +25,7 @@ if ! lc_kubectl get --raw /readyz >/dev/null 2>&1; then
   "$lc_here/up.sh" >/dev/null
 fi
 lc_log "cluster ready after $((SECONDS - start)) s"
-PATH=$lc_bin:$PATH VM_KUBECONFIG=$lc_kubeconfig VM_NVME_RUN='^TestWorkloadIdentity$' "$here/nvme.sh"
+# A directory and host ports of its own: make test-vm may boot its VM meanwhile.
+PATH=$lc_bin:$PATH VM_KUBECONFIG=$lc_kubeconfig VM_NVME_RUN='^TestWorkloadIdentity$' \
+  VM_DIR=${VM_DIR:-$vm_repo_dir/_output/vm-identity} VM_PORT_BASE=${VM_PORT_BASE:-18800} "$here/nvme.sh"
 lc_log "workload identity in the VM: done after $((SECONDS - start)) s"

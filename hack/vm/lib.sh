@@ -2,32 +2,38 @@
 # Shared by hack/vm's scripts: where the VM's kernel and initramfs are kept,
 # and the qemu command line. Source it; it has no side effects.
 #
-# Everything is built from Debian's packages into _output/vm (git-ignored),
-# or VM_DIR:
+# The boot files are built from Debian's packages into this machine's cache
+# (hack/lib/cache.sh: vm/ or vm-arm64/ below it; VM_BUILD_DIR overrides),
+# shared by its checkouts:
 #   kernel/<version>/   the extracted linux-image package, its vmlinux and modules.dep
 #   rootfs/             the initramfs's tree (rebuilt when its stamp changes)
 #   initrd.img, vmlinux the VM's boot files (Image instead of vmlinux on arm64)
 #   stamp               what initrd.img and vmlinux were built from
+# What a run writes (test binaries, logs) goes to _output/vm (git-ignored),
+# or VM_DIR, below the repository, which the VM sees.
 #
 # VM_ARCH picks the node's architecture. amd64 (the default) boots Debian's
 # amd64 kernel under qemu-system-x86_64 with the host's own tools. arm64 (a
 # Graviton node) boots Debian's arm64 kernel under qemu-system-aarch64 from
-# _output/vm-arm64, its tools unpacked from arm64 packages (apt/ there holds
-# the private apt state they are resolved and downloaded with), since the
-# host can run none of them.
+# vm-arm64/, its tools unpacked from arm64 packages (apt/ there holds the
+# private apt state they are resolved and downloaded with), since the host
+# can run none of them.
 vm_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 vm_repo=$(cd "$vm_here/../.." && pwd)
+# shellcheck source=hack/lib/cache.sh
+source "$vm_here/../lib/cache.sh"
 VM_ARCH=${VM_ARCH:-amd64}
 case $VM_ARCH in
   amd64) VM_DIR=${VM_DIR:-$vm_repo/_output/vm} vm_vmlinux_name=vmlinux ;;
   arm64) VM_DIR=${VM_DIR:-$vm_repo/_output/vm-arm64} vm_vmlinux_name=Image ;;
   *) printf 'vm: error: VM_ARCH must be amd64 or arm64, not %s\n' "$VM_ARCH" >&2 && exit 1 ;;
 esac
-vm_kernel_dir=$VM_DIR/kernel
-vm_rootfs=$VM_DIR/rootfs
-vm_initrd=$VM_DIR/initrd.img
-vm_vmlinux=$VM_DIR/$vm_vmlinux_name
-vm_stamp=$VM_DIR/stamp
+vm_build_dir=${VM_BUILD_DIR:-$diskplane_cache_dir/vm-$VM_ARCH}
+vm_kernel_dir=$vm_build_dir/kernel
+vm_rootfs=$vm_build_dir/rootfs
+vm_initrd=$vm_build_dir/initrd.img
+vm_vmlinux=$vm_build_dir/$vm_vmlinux_name
+vm_stamp=$vm_build_dir/stamp
 # VM_DIR as the VM sees it, when it lies below the repository (the share
 # test.sh and nvme.sh give the VM): where their scripts find what they built.
 vm_guest_dir=/host/${VM_DIR#"$vm_repo"/}

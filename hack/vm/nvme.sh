@@ -27,6 +27,9 @@
 #   VM_ARCH=arm64        the arm64 node VM (lib.sh): the plugin, the guest
 #                        agent and the tests in the VM are built for arm64,
 #                        the emulator and the controller on the host for it
+#   VM_PORT_BASE=port    the first of the host ports this run takes (default
+#                        18700: 18700-18703 and 18710), so that runs with
+#                        VM_DIRs of their own can boot VMs at once
 #   VM_KUBECONFIG=path   a kubeconfig of the local cluster (hack/vm/identity.sh):
 #                        the VM reaches its API server for real tokens, the
 #                        node plugin (named vm-identity.csi.diskplane.io)
@@ -49,7 +52,10 @@ guest_bin=bin
 # Host ports: the emulator's EC2, IMDS and admin listeners, the controller,
 # and the forward to the guest agent's port 8703. The VM reaches the host's
 # loopback at 10.0.2.2.
-ec2_port=18700 imds_port=18701 admin_port=18702 agent_port=18703 ctrl_port=18710
+port_base=${VM_PORT_BASE:-18700}
+[[ $port_base =~ ^[0-9]+$ ]] && ((port_base >= 1024 && port_base <= 65000)) || vm_die "VM_PORT_BASE=$port_base: want a port from 1024 to 65000"
+ec2_port=$port_base imds_port=$((port_base + 1)) admin_port=$((port_base + 2)) agent_port=$((port_base + 3))
+ctrl_port=$((port_base + 10))
 for p in $ec2_port $imds_port $admin_port $agent_port $ctrl_port; do
   ! (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null || vm_die "port $p is in use"
 done

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -53,9 +54,18 @@ func SkipLoudly(t testing.TB, require, reason, hint string) {
 // kernel has everything a node needs, so there such a test must run.
 const RequireKernelEnv = "DISKPLANE_REQUIRE_KERNEL_FEATURES"
 
+// KernelSkipsEnv names the environment variable that holds a file to which
+// RequireKernelFeature appends the name of each top-level test it skips.
+// hack/vm/test.sh's kernel-only run (CI's profile of make test-vm) runs a
+// package on this machine first with it set, then only the tests listed in
+// the node VM: what this machine's kernel proved is not proved again there
+// under software emulation.
+const KernelSkipsEnv = "DISKPLANE_KERNEL_SKIPS_FILE"
+
 // RequireKernelFeature skips the test, loudly, when has is false: this
 // machine's kernel lacks what the test needs (why says what). Under
-// DISKPLANE_REQUIRE_KERNEL_FEATURES=1 it fails instead.
+// DISKPLANE_REQUIRE_KERNEL_FEATURES=1 it fails instead. A skip is recorded
+// in the file DISKPLANE_KERNEL_SKIPS_FILE names, when it names one.
 func RequireKernelFeature(t testing.TB, has bool, why string) {
 	t.Helper()
 	if has {
@@ -65,8 +75,30 @@ func RequireKernelFeature(t testing.TB, has bool, why string) {
 	if os.Getenv(RequireKernelEnv) == "1" {
 		t.Fatal(msg)
 	}
+	if file := os.Getenv(KernelSkipsEnv); file != "" {
+		if err := recordKernelSkip(file, t.Name()); err != nil {
+			t.Fatalf("recording the skip of %s in %s: %v", t.Name(), file, err)
+		}
+	}
 	fmt.Fprintln(os.Stderr, msg)
 	t.Skip(msg)
+}
+
+// recordKernelSkip appends test's top-level name (a subtest runs with its
+// parent) to file, one name a line. Tests of one binary may skip at once:
+// each line is one write to a file opened for appending, which the kernel
+// keeps whole.
+func recordKernelSkip(file, test string) error {
+	top, _, _ := strings.Cut(test, "/")
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(top + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // RequireClusterEnv names the environment variable that turns a test
