@@ -2,8 +2,8 @@
 # shellcheck disable=SC2317 # run_step calls the build functions by name
 # Builds what the local cluster runs, from the pinned tool modules in tools/
 # and from Debian packages, into $LOCAL_CLUSTER_DIR (default
-# _output/local-cluster): bin/, images/, crds/, links into this machine's
-# cache (hack/lib/cache.sh). Nothing is pulled from a registry, ever.
+# _output/local-cluster): bin/, images/, crds/; the first two link into this
+# machine's cache (hack/lib/cache.sh). Nothing is pulled from a registry, ever.
 #
 #   hack/local-cluster/build.sh                    everything
 #   hack/local-cluster/build.sh cluster sidecars   only what a cluster with a CSI driver needs
@@ -36,10 +36,12 @@ for s in "${steps[@]}"; do
 done
 # What this builds (15 minutes of two cores from cold Go caches) is kept in
 # this machine's cache (hack/lib/cache.sh), shared by its checkouts: bin/,
-# images/, crds/ and stamps/ link there, so a new clone finds it built. One
-# build at a time writes it.
+# images/ and stamps/ link there, so a new clone finds it built (crds/, a
+# copy of a few files that kubectl apply -f does not read through a link,
+# is copied again). One build at a time writes it.
 source "$lc_here/../lib/cache.sh"
-for d in bin images crds stamps; do cache_link "$LOCAL_CLUSTER_DIR/$d" "local-cluster/$d"; done
+for d in bin images stamps; do cache_link "$LOCAL_CLUSTER_DIR/$d" "local-cluster/$d"; done
+mkdir -p "$lc_crds"
 exec {cache_lock}>"$diskplane_cache_dir/local-cluster/.lock"
 flock "$cache_lock"
 
