@@ -162,6 +162,12 @@ chaos: build
 clean:
 	rm -rf $(OUTPUT)
 
+## clean-cache: remove what is built once for every checkout of this machine (hack/lib/cache.sh): the local
+## cluster's Kubernetes and sidecars, the node VM's boot files, the pinned tools
+.PHONY: clean-cache
+clean-cache:
+	rm -rf "$${DISKPLANE_CACHE_DIR:-$${XDG_CACHE_HOME:-$$HOME/.cache}/diskplane}"
+
 # --- Helm chart, kustomize base and images (charts/, deploy/, hack/chart, hack/image)
 
 .PHONY: helm kustomize verify-kustomize chart-readme test-chart chart-package image image-windows push image-sidecars image-import release test-release
