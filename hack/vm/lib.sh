@@ -3,7 +3,7 @@
 # and the qemu command line. Source it; it has no side effects.
 #
 # The boot files are built from Debian's packages into this machine's cache
-# (hack/lib/cache.sh: vm/ or vm-arm64/ below it; VM_BUILD_DIR overrides),
+# (hack/lib/cache.sh: vm-amd64/ or vm-arm64/ below it; VM_BUILD_DIR overrides),
 # shared by its checkouts:
 #   kernel/<version>/   the extracted linux-image package, its vmlinux and modules.dep
 #   rootfs/             the initramfs's tree (rebuilt when its stamp changes)
