@@ -77,6 +77,11 @@ log "copying Go ($goroot, $(go version | cut -d' ' -f3)) and cloning $(git -C "$
 cp -a "$goroot" "$root/usr/local/go"
 git clone -q --no-hardlinks "$repo" "$root/src/diskplane"
 
+# The root a mount point of its own, as a machine's / is: buildah (make
+# test's image tests) makes / a private mount, which fails in a chroot whose
+# root is a plain directory.
+mount --bind "$root" "$root"
+mounted+=("$root")
 for m in proc sys dev; do
   mount --rbind "/$m" "$root/$m"
   mount --make-rslave "$root/$m"
