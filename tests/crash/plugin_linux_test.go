@@ -26,6 +26,7 @@ import (
 	"github.com/diskplane/diskplane/pkg/cloud/metadata"
 	"github.com/diskplane/diskplane/pkg/driver/node"
 	"github.com/diskplane/diskplane/pkg/mounter"
+	"github.com/diskplane/diskplane/pkg/testutil"
 	"github.com/diskplane/diskplane/pkg/tokenplace"
 )
 
@@ -39,7 +40,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "crash harness plugin:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	// The plugins the harness starts mount in the tests' own namespace.
+	code := testutil.RunInPrivateMountNamespace(m)
 	if pluginBinaryPath != "" {
 		_ = os.RemoveAll(filepath.Dir(pluginBinaryPath))
 	}

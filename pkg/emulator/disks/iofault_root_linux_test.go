@@ -132,7 +132,7 @@ func TestFailIO(t *testing.T) {
 	if err := s.FailIO(volA, true); err != nil {
 		t.Fatal(err)
 	}
-	detachWhenFree(t, s, linkDir, volA) // ends the fault
+	mustDetach(t, s, linkDir, volA) // ends the fault
 	dev = mustAttach(t, s, linkDir, volA)
 	writeDevice(t, dev, 62*mib, []byte("a new attachment is healthy"))
 	mustDetach(t, s, linkDir, volA)
@@ -140,24 +140,6 @@ func TestFailIO(t *testing.T) {
 		t.Fatalf("DeleteVolume after a fault: %v", err)
 	}
 	waitLoopsReleased(t, s)
-}
-
-// detachWhenFree detaches a volume whose filesystem the test unmounted,
-// waiting a little while the device is still busy: a mount namespace made
-// meanwhile on this machine (a container starting) holds a copy of the
-// mount until it lets go of it.
-func detachWhenFree(t *testing.T, s *loopStore, linkDir, volumeID string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		err := s.Detach(volumeID, false)
-		if err == nil {
-			assertDetached(t, s, linkDir, volumeID)
-			return
-		}
-		if !errors.Is(err, ErrBusy) || time.Now().After(deadline) {
-			t.Fatalf("Detach(%s): %v", volumeID, err)
-		}
-	}
 }
 
 // waitLoopsReleased waits until no loop device is bound to the store's
