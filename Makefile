@@ -21,7 +21,13 @@ export CGO_ENABLED := 0
 # compiled for a vet, a test and a build then share one entry in Go's build
 # cache, and a checkout in another directory (CI's clean clones) finds them
 # there (without it, the directory is part of every package's cache key).
-GOFLAGS += -trimpath
+# No DWARF debug information either: compiling without it takes about 14%
+# less CPU (measured on client-go), and stack traces, profiles and the
+# release binaries (linked with -s -w) never read it. To step through a
+# test in a debugger, run go test with GOFLAGS=-trimpath. The pinned tools
+# and the local cluster build with the same flags (hack/lib/goflags.sh), so
+# the packages they share with Diskplane are compiled once.
+GOFLAGS += -trimpath -gcflags=all=-dwarf=false
 export GOFLAGS
 TEST_FLAGS  ?= -count=1 -timeout=45m
 
@@ -82,10 +88,12 @@ test-vm:
 	VM_PROFILE=$(VM_PROFILE) hack/vm/nvme.sh
 
 ## test-arm64: the tests of the plugin's pure packages (all cmd/diskplane links but pkg/mounter and pkg/driver/node) built for
-## linux/arm64 and run under qemu-user (Debian's qemu-user-static, registered with binfmt_misc; root)
+## linux/arm64 and run under qemu-user (Debian's qemu-user-static, registered with binfmt_misc; root); ARM64_PROFILE=ci
+## only those whose own code meets the platform (syscall, unsafe, x/sys/unix, encoding/binary, runtime)
+ARM64_PROFILE ?= full
 .PHONY: test-arm64
 test-arm64:
-	hack/arm64/test.sh
+	ARM64_PROFILE=$(ARM64_PROFILE) hack/arm64/test.sh
 
 ## test-vm-arm64: as root, the node on arm64 (Graviton): test-vm's node-side root tests in a VM booting Debian's arm64
 ## kernel under qemu-system-aarch64 (software emulation), then csi-sanity's mount specs on NVMe and the NVMe scenarios

@@ -99,8 +99,7 @@ fi
 out=$lc_repo/_output/e2e
 ginkgo=$out/bin/ginkgo
 mkdir -p "$out/bin"
-(cd "$lc_here/tools/k8s" && GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
-  go build -o "$ginkgo" github.com/onsi/ginkgo/v2/ginkgo)
+(source "$lc_here/../lib/goflags.sh" && cd "$lc_here/tools/k8s" && go build -o "$ginkgo" github.com/onsi/ginkgo/v2/ginkgo)
 
 report=$out/external-$profile
 rm -rf "$report"

@@ -26,7 +26,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
-export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+source "$lc_here/../lib/goflags.sh"
 tools=$lc_here/tools
 
 steps=("$@")
@@ -56,11 +56,13 @@ module_dir() {
   (cd "$1" && go mod download "$2" && go list -m -f '{{.Dir}}' "$2")
 }
 
-# cache_key FILE... [-- STRING...] hashes the Go version, the files' contents
-# and the strings: everything that decides what a step produces.
+# cache_key FILE... [-- STRING...] hashes the Go version and flags, the
+# files' contents and the strings: everything that decides what a step
+# produces.
 cache_key() {
   {
     go version
+    echo "$GOFLAGS"
     while (($#)) && [[ $1 != -- ]]; do
       sha256sum "$1"
       shift
@@ -110,7 +112,7 @@ done
 kube_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
 build_kube() {
-  (cd "$kube_dir" && go build -trimpath -ldflags "$kube_ldflags" -o "$lc_bin/" \
+  (cd "$kube_dir" && go build -ldflags "$kube_ldflags" -o "$lc_bin/" \
     "${kube_cmds[@]/#/k8s.io/kubernetes/cmd/}")
 }
 
@@ -249,28 +251,28 @@ resizer_version=$(module_version "$sidecars_dir" github.com/kubernetes-csi/exter
 
 # Each sidecar reports its own release as its version.
 build_provisioner() {
-  (cd "$provisioner_dir" && go build -trimpath -ldflags "-s -w -X main.version=$provisioner_version" -o "$lc_bin/" \
+  (cd "$provisioner_dir" && go build -ldflags "-s -w -X main.version=$provisioner_version" -o "$lc_bin/" \
     github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner)
 }
 
 build_sidecars() {
   cd "$sidecars_dir"
-  go build -trimpath -ldflags "-s -w -X main.version=$attacher_version" -o "$lc_bin/" \
+  go build -ldflags "-s -w -X main.version=$attacher_version" -o "$lc_bin/" \
     github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher
-  go build -trimpath -ldflags "-s -w -X main.version=$resizer_version" -o "$lc_bin/" \
+  go build -ldflags "-s -w -X main.version=$resizer_version" -o "$lc_bin/" \
     github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer
-  go build -trimpath -ldflags "-s -w -X main.version=$snapshot_version" -o "$lc_bin/" \
+  go build -ldflags "-s -w -X main.version=$snapshot_version" -o "$lc_bin/" \
     github.com/kubernetes-csi/external-snapshotter/v8/cmd/csi-snapshotter \
     github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
   cd - >/dev/null
 }
 
 build_e2e_test() {
-  (cd "$kube_dir" && go test -c -trimpath -ldflags "$kube_ldflags" -o "$lc_bin/e2e.test" .)
+  (cd "$kube_dir" && go test -c -ldflags "$kube_ldflags" -o "$lc_bin/e2e.test" .)
 }
 
 build_agnhost() {
-  (cd "$kube_dir" && go build -trimpath -ldflags "-s -w" -o "$lc_bin/" k8s.io/kubernetes/test/images/agnhost)
+  (cd "$kube_dir" && go build -ldflags "-s -w" -o "$lc_bin/" k8s.io/kubernetes/test/images/agnhost)
 }
 
 step_sidecars() {
