@@ -45,13 +45,15 @@ func lifecycle(t *testing.T, c Cloud, instanceID string, n int) {
 
 // TestThrottlingOnlyDelays runs against buckets far smaller than EC2's:
 // every call must still succeed, the throttling showing only as retries.
+// They refill slowly enough (5 mutating calls a second for four lifecycles
+// at once) that a loaded machine's slow requests still overrun them.
 func TestThrottlingOnlyDelays(t *testing.T) {
 	t.Parallel()
 	c, env := startEmulator(t, emulatortest.Options{Faults: faults.Config{Throttle: faults.Throttle{
 		Enabled:            true,
-		Mutating:           faults.Bucket{Size: 2, RefillPerSecond: 20},
-		Describe:           faults.Bucket{Size: 3, RefillPerSecond: 30},
-		UnfilteredDescribe: faults.Bucket{Size: 3, RefillPerSecond: 30},
+		Mutating:           faults.Bucket{Size: 2, RefillPerSecond: 5},
+		Describe:           faults.Bucket{Size: 3, RefillPerSecond: 10},
+		UnfilteredDescribe: faults.Bucket{Size: 3, RefillPerSecond: 10},
 	}}}, motoLacksFaults)
 	lifecycle(t, c, env.LocalInstance().ID, 4)
 	throttled := 0

@@ -365,9 +365,11 @@ func TestWaitTransitionColdLooksOnALadder(t *testing.T) {
 		}
 	})
 	t.Run("capped", func(t *testing.T) {
-		looks := coldLooks(t, Config{ColdFirstLook: ms(200), PollInterval: ms(5), PollMaxInterval: ms(10)}, 2)
-		if looks[1] < ms(210) || looks[1] >= ms(260) {
-			t.Errorf("second look %v after the send, want PollMaxInterval (10ms) after the first was meant to be (200ms), not half as late again (300ms)", looks[1])
+		// The two answers are 1.01 s and 1.5 s apart: a loaded machine's
+		// late timer cannot make one look like the other.
+		looks := coldLooks(t, Config{ColdFirstLook: time.Second, PollInterval: ms(5), PollMaxInterval: ms(10)}, 2)
+		if looks[1] < ms(1010) || looks[1] >= ms(1400) {
+			t.Errorf("second look %v after the send, want PollMaxInterval (10ms) after the first was meant to be (1s), not half as late again (1.5s)", looks[1])
 		}
 	})
 }
@@ -444,7 +446,10 @@ func TestThrottleClock(t *testing.T) {
 func TestWaitsLookWhenTheChangeIsDue(t *testing.T) {
 	t.Parallel()
 	emulatorOnly(t, "has no state change that takes time: volumes are created available, attached and detached at once")
-	const latency = 400 * time.Millisecond
+	// A second per change: the first lifecycle's looks, every 50 ms, are
+	// many more than the second's even where a loaded machine makes each
+	// look take three times as long.
+	const latency = time.Second
 	env := emulatortest.Start(t, emulatortest.Options{
 		Instances: []model.InstanceSpec{{ID: "i-0000000000000000a", Type: "m7i.large", Zone: "us-east-1a", Local: true}},
 		Latencies: model.Latencies{VolumeCreate: latency, Attach: latency, Detach: latency},
@@ -472,7 +477,7 @@ func TestWaitsLookWhenTheChangeIsDue(t *testing.T) {
 	}
 	second := lifecycle("second")
 	t.Logf("DescribeVolumes calls: %d, then %d", first, second)
-	// The first lifecycle's waits look every 50 ms from the start (about 8
+	// The first lifecycle's waits look every 50 ms from the start (about 20
 	// looks each); the second's look about once each.
 	if second > first-6 {
 		t.Fatalf("DescribeVolumes calls: %d for the first lifecycle, %d for the second; want at least 6 fewer", first, second)
@@ -528,7 +533,10 @@ func holdBackCreates(hold *atomic.Int64) func(*middleware.Stack) error {
 // its way to the end and taught the estimate the hold as well.
 func TestWaitsTimeTheChangeFromTheSend(t *testing.T) {
 	t.Parallel()
-	const latency = 400 * time.Millisecond
+	// A second per change: the first lifecycle's looks, every 50 ms, are
+	// many more than the second's even where a loaded machine makes each
+	// look take three times as long.
+	const latency = time.Second
 	emulatorOnly(t, "creates a volume available at once (never creating)")
 	env := emulatortest.Start(t, emulatortest.Options{Latencies: model.Latencies{VolumeCreate: latency}})
 	var hold atomic.Int64

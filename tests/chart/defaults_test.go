@@ -10,6 +10,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/klog/v2"
 )
 
 // The sidecar images every user gets: pinned, and listed in docs/install.md.
@@ -46,6 +47,41 @@ func TestDefaultObjects(t *testing.T) {
 		}
 		if o.GetLabels()["app.kubernetes.io/name"] != "diskplane" {
 			t.Errorf("%s %s lacks the chart's labels: %v", o.GetKind(), o.GetName(), o.GetLabels())
+		}
+	}
+}
+
+// TestControllerLeavesANodeThatIsOff checks the controller's tolerations:
+// a node that stops answering keeps it for Kubernetes' 5 minutes (it may
+// come back), but a node declared off (the out-of-service taint) or any
+// other NoExecute taint evicts it at once. Tolerating every NoExecute taint
+// for 5 minutes kept a single replica on a dead node, and every attach in
+// the cluster waited for it.
+func TestControllerLeavesANodeThatIsOff(t *testing.T) {
+	tolerations := render(t, "").controller().Spec.Template.Spec.Tolerations
+	for _, tc := range []struct {
+		taint corev1.Taint
+		want  int64 // seconds tolerated; -1: not tolerated; 0: forever
+	}{
+		{corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute}, 300},
+		{corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}, 300},
+		{corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}, -1},
+		{corev1.Taint{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoExecute}, -1},
+		{corev1.Taint{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoSchedule}, 0},
+	} {
+		got := int64(-1)
+		for _, tol := range tolerations {
+			if tol.ToleratesTaint(klog.Background(), &tc.taint, false) {
+				got = 0
+				if tol.TolerationSeconds != nil {
+					got = *tol.TolerationSeconds
+				}
+				break
+			}
+		}
+		if got != tc.want {
+			t.Errorf("taint %s:%s tolerated for %d s (-1: not at all, 0: forever), want %d; tolerations %+v",
+				tc.taint.Key, tc.taint.Effect, got, tc.want, tolerations)
 		}
 	}
 }
