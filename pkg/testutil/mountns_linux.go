@@ -18,12 +18,13 @@ const privateMountNamespaceEnv = "DISKPLANE_TEST_PRIVATE_MOUNT_NAMESPACE"
 // RunInPrivateMountNamespace runs a package's tests (m) in a mount
 // namespace of their own, private to them, when they run as root; as
 // another user it just runs them. It returns their exit code. A package
-// whose root tests mount filesystems calls it from TestMain. Without it, every mount namespace
-// another process makes meanwhile on the machine (a container starting, a
-// test of another package) copies the test's mounts, since the machine's
-// mounts are private, and keeps its devices open until that namespace
-// ends: the test's unmount then leaves a loop device busy for minutes. In
-// a namespace of its own, nothing outside can copy what the test mounts.
+// whose root tests mount filesystems calls it from TestMain. Without it,
+// every mount namespace another process makes meanwhile on the machine (a
+// container starting, a test of another package) copies the test's
+// mounts, since the machine's mounts are private, and keeps their devices
+// open until that namespace ends: the test's unmount then leaves a loop
+// device busy for minutes. In a namespace of its own, nothing outside can
+// copy what the test mounts.
 func RunInPrivateMountNamespace(m *testing.M) int {
 	if os.Geteuid() != 0 || os.Getenv(privateMountNamespaceEnv) == "1" {
 		return m.Run()
