@@ -3,10 +3,9 @@
 # _output/tools/NAME once, and prints the binary's path. Later runs reuse it
 # until the Go version, its flags (hack/lib/goflags.sh) or the module's pins
 # (go.mod, go.sum) change; so do other checkouts: _output/tools links into
-# this machine's cache
-# (hack/lib/cache.sh). One build of a tool at a time. Nothing is downloaded
-# but Go modules from the module proxy. Each tool has its own module so that
-# its dependencies stay out of Diskplane's go.mod.
+# this machine's cache (hack/lib/cache.sh). One build of a tool at a time.
+# Nothing is downloaded but Go modules from the module proxy. Each tool has
+# its own module so that its dependencies stay out of Diskplane's go.mod.
 #   hack/tools/build.sh NAME PACKAGE [go build flags...]
 set -euo pipefail
 name=$1 pkg=$2
