@@ -100,6 +100,8 @@ func registerFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&o.latencies.Snapshot, "snapshot-latency", d.Snapshot, "time a snapshot stays pending")
 	fs.DurationVar(&o.latencies.Modify, "modify-latency", d.Modify, "time a modification stays modifying")
 	fs.DurationVar(&o.latencies.Optimize, "optimize-latency", d.Optimize, "time a modification stays optimizing")
+	fs.DurationVar(&o.latencies.InstanceStop, "instance-stop-latency", d.InstanceStop, "time an instance stays stopping or shutting-down")
+	fs.DurationVar(&o.latencies.InstanceStart, "instance-start-latency", d.InstanceStart, "time an instance stays pending")
 	fs.IntVar(&o.modificationsPerDay, "modifications-per-day", model.DefaultModificationsPerDay, "modifications a volume may start in a rolling 24 hours; negative means no limit")
 	fs.StringVar(&o.quotaStorageTiB, "quota-storage-tib", "", "storage quotas in TiB per volume type, type=TiB,… (e.g. gp3=1,io2=2; negative means no limit); types left out keep EC2's defaults of 50 TiB (io2: 20 TiB). Over it CreateVolume, CopyVolumes and a growing ModifyVolume answer VolumeLimitExceeded")
 	fs.Int64Var(&o.quotaSnapshots, "quota-snapshots", model.DefaultSnapshotQuota, "snapshots the region may hold; over it CreateSnapshot answers SnapshotLimitExceeded; negative means no limit")
@@ -135,13 +137,15 @@ func (o *options) latencyConfig() (model.Latencies, error) {
 		return l, fmt.Errorf("--latency-profile: %w", err)
 	}
 	for name, field := range map[string][2]*time.Duration{
-		"volume-create-latency": {&l.VolumeCreate, &o.latencies.VolumeCreate},
-		"volume-delete-latency": {&l.VolumeDelete, &o.latencies.VolumeDelete},
-		"attach-latency":        {&l.Attach, &o.latencies.Attach},
-		"detach-latency":        {&l.Detach, &o.latencies.Detach},
-		"snapshot-latency":      {&l.Snapshot, &o.latencies.Snapshot},
-		"modify-latency":        {&l.Modify, &o.latencies.Modify},
-		"optimize-latency":      {&l.Optimize, &o.latencies.Optimize},
+		"volume-create-latency":  {&l.VolumeCreate, &o.latencies.VolumeCreate},
+		"volume-delete-latency":  {&l.VolumeDelete, &o.latencies.VolumeDelete},
+		"attach-latency":         {&l.Attach, &o.latencies.Attach},
+		"detach-latency":         {&l.Detach, &o.latencies.Detach},
+		"snapshot-latency":       {&l.Snapshot, &o.latencies.Snapshot},
+		"modify-latency":         {&l.Modify, &o.latencies.Modify},
+		"optimize-latency":       {&l.Optimize, &o.latencies.Optimize},
+		"instance-stop-latency":  {&l.InstanceStop, &o.latencies.InstanceStop},
+		"instance-start-latency": {&l.InstanceStart, &o.latencies.InstanceStart},
 	} {
 		if o.set(name) {
 			*field[0] = *field[1]

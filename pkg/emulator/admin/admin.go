@@ -37,7 +37,11 @@ const (
 	// PathInstanceState stops or starts an instance (PUT {"state":
 	// "stopped"|"running"}): the machine behind a node lost, or back.
 	PathInstanceState = PathInstances + "/{id}/state"
-	PathAudit         = "/audit"
+	// PathInstanceStatus makes a running instance's guest hang or answer
+	// again (PUT {"impaired": true|false}): DescribeInstanceStatus reports
+	// its instance status check impaired meanwhile.
+	PathInstanceStatus = PathInstances + "/{id}/status"
+	PathAudit          = "/audit"
 	// PathTransitions lists the times the recent state changes were given
 	// (model.Draw), for a client's measurements to be set against.
 	PathTransitions   = "/transitions"
@@ -70,17 +74,8 @@ func NewHandler(cloud *model.Cloud, f *faults.Faults, g prometheus.Gatherer) htt
 	mux.HandleFunc("GET "+PathInstances, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, nonNil(cloud.Instances()))
 	})
-	mux.HandleFunc("PUT "+PathInstanceState, func(w http.ResponseWriter, r *http.Request) {
-		var doc InstanceStateDoc
-		if !readJSON(w, r, &doc) {
-			return
-		}
-		if err := cloud.SetInstanceState(r.PathValue("id"), doc.State); err != nil {
-			writeModelError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, doc)
-	})
+	handlePutInstance(mux, PathInstanceState, func(id string, doc InstanceStateDoc) error { return cloud.SetInstanceState(id, doc.State) })
+	handlePutInstance(mux, PathInstanceStatus, func(id string, doc InstanceStatusDoc) error { return cloud.SetInstanceImpaired(id, doc.Impaired) })
 	mux.HandleFunc("GET "+PathTransitions, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, nonNil(cloud.Draws()))
 	})
@@ -93,6 +88,27 @@ func NewHandler(cloud *model.Cloud, f *faults.Faults, g prometheus.Gatherer) htt
 // InstanceStateDoc is the document of PathInstanceState.
 type InstanceStateDoc struct {
 	State model.InstanceState `json:"state"`
+}
+
+// InstanceStatusDoc is the document of PathInstanceStatus.
+type InstanceStatusDoc struct {
+	Impaired bool `json:"impaired"`
+}
+
+// handlePutInstance serves PUT on an instance's path (its {id}): the
+// document goes to apply, and is the answer when apply takes it.
+func handlePutInstance[T any](mux *http.ServeMux, path string, apply func(id string, doc T) error) {
+	mux.HandleFunc("PUT "+path, func(w http.ResponseWriter, r *http.Request) {
+		var doc T
+		if !readJSON(w, r, &doc) {
+			return
+		}
+		if err := apply(r.PathValue("id"), doc); err != nil {
+			writeModelError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, doc)
+	})
 }
 
 // handleSetting serves a run-time setting (faults, quotas) at path: GET

@@ -78,6 +78,13 @@ func TestAdminAPI(t *testing.T) {
 		}},
 		{name: "state of an unknown instance", method: "PUT", path: "/instances/i-0000000000000dead/state", body: `{"state":"stopped"}`, wantStatus: 404},
 		{name: "an unknown state", method: "PUT", path: "/instances/" + env.LocalInstance().ID + "/state", body: `{"state":"terminated"}`, wantStatus: 400},
+		{name: "hang a guest", method: "PUT", path: "/instances/" + env.LocalInstance().ID + "/status", body: `{"impaired":true}`, wantStatus: 200, check: func(t *testing.T, body string) {
+			checkInstanceStatus(t, client, env.LocalInstance().ID, types.SummaryStatusImpaired)
+		}},
+		{name: "heal it", method: "PUT", path: "/instances/" + env.LocalInstance().ID + "/status", body: `{"impaired":false}`, wantStatus: 200, check: func(t *testing.T, body string) {
+			checkInstanceStatus(t, client, env.LocalInstance().ID, types.SummaryStatusOk)
+		}},
+		{name: "status of an unknown instance", method: "PUT", path: "/instances/i-0000000000000dead/status", body: `{"impaired":true}`, wantStatus: 404},
 		{name: "audit", method: "GET", path: "/audit", wantStatus: 200, check: func(t *testing.T, body string) {
 			if !strings.Contains(body, `"sharedVolumes": {}`) {
 				t.Fatalf("audit %s, want no volume attached to several instances", body)
@@ -194,4 +201,17 @@ func checkInstanceState(t *testing.T, client *ec2.Client, id, name string, code 
 		}
 	}
 	t.Fatalf("DescribeInstances with instance-state-name=%s does not list %s", name, id)
+}
+
+// checkInstanceStatus checks the instance status check DescribeInstanceStatus
+// reports for an instance.
+func checkInstanceStatus(t *testing.T, client *ec2.Client, id string, want types.SummaryStatus) {
+	t.Helper()
+	out, err := client.DescribeInstanceStatus(t.Context(), &ec2.DescribeInstanceStatusInput{InstanceIds: []string{id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.InstanceStatuses) != 1 || out.InstanceStatuses[0].InstanceStatus.Status != want {
+		t.Fatalf("DescribeInstanceStatus(%s) = %+v, want instance status %s", id, out.InstanceStatuses, want)
+	}
 }

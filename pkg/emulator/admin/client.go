@@ -103,6 +103,16 @@ func (c *Client) SetInstanceState(ctx context.Context, id string, state model.In
 	return nil
 }
 
+// SetInstanceImpaired makes a running instance's guest hang (true) or
+// answer again (false) (model.SetInstanceImpaired): tests hang a node
+// whose instance keeps running.
+func (c *Client) SetInstanceImpaired(ctx context.Context, id string, impaired bool) error {
+	if err := c.putJSON(ctx, PathInstances+"/"+id+"/status", InstanceStatusDoc{Impaired: impaired}); err != nil {
+		return fmt.Errorf("status of %s: %w", id, err)
+	}
+	return nil
+}
+
 // SetIAM replaces the emulator's IAM document (OIDC providers, roles,
 // access keys): an iam.Config or anything that marshals to its JSON form.
 // Tests declare a cluster's service-account issuer with it, and revoke a

@@ -91,7 +91,7 @@ func writeModelError(w http.ResponseWriter, err error) {
 			status = http.StatusNotFound
 		case model.CodeInvalidParameterValue, model.CodeInvalidVolumeIDMalformed:
 			status = http.StatusBadRequest
-		case model.CodeIncorrectState:
+		case model.CodeIncorrectState, model.CodeIncorrectInstanceState:
 			status = http.StatusConflict
 		}
 	}

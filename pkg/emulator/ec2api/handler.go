@@ -76,6 +76,10 @@ var actions = map[string]action{
 	"DeleteTags":                   {serve: (*handler).deleteTags, mutating: true},
 	"DescribeTags":                 {serve: (*handler).describeTags},
 	"DescribeInstances":            {serve: (*handler).describeInstances},
+	"DescribeInstanceStatus":       {serve: (*handler).describeInstanceStatus},
+	"StopInstances":                {serve: (*handler).stopInstances, mutating: true},
+	"StartInstances":               {serve: (*handler).startInstances, mutating: true},
+	"TerminateInstances":           {serve: (*handler).terminateInstances, mutating: true},
 	"DescribeInstanceTypes":        {serve: (*handler).describeInstanceTypes},
 	"DescribeAvailabilityZones":    {serve: (*handler).describeAvailabilityZones},
 }

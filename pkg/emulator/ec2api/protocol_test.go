@@ -93,7 +93,7 @@ func TestActionsAreComplete(t *testing.T) {
 	want := []string{"CreateVolume", "DeleteVolume", "DescribeVolumes", "AttachVolume", "DetachVolume", "ModifyVolume",
 		"DescribeVolumesModifications", "DescribeVolumeStatus", "CopyVolumes", "CreateSnapshot", "DeleteSnapshot",
 		"DescribeSnapshots", "CreateTags", "DeleteTags", "DescribeTags", "DescribeInstances", "DescribeInstanceTypes",
-		"DescribeAvailabilityZones"}
+		"DescribeAvailabilityZones", "DescribeInstanceStatus", "StopInstances", "StartInstances", "TerminateInstances"}
 	got := map[string]bool{}
 	for _, a := range ec2api.Actions() {
 		got[a] = true

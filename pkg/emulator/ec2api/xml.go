@@ -186,9 +186,12 @@ type modificationSetResponse struct {
 	NextToken string `xml:"nextToken,omitempty"`
 }
 
+// statusDetailXML is one detail of a status check; ImpairedSince is set
+// on an instance's failed reachability check.
 type statusDetailXML struct {
-	Name   string `xml:"name"`
-	Status string `xml:"status"`
+	Name          string `xml:"name"`
+	Status        string `xml:"status"`
+	ImpairedSince string `xml:"impairedSince,omitempty"`
 }
 
 type volumeStatusXML struct {

@@ -1,12 +1,29 @@
 package ec2api
 
 import (
+	"time"
+
 	"github.com/diskplane/diskplane/pkg/emulator/model"
 )
 
 type instanceStateXML struct {
 	Code int    `xml:"code"`
 	Name string `xml:"name"`
+}
+
+// stateReasonXML is EC2's stateReason: a code and its message.
+type stateReasonXML struct {
+	Code    string `xml:"code"`
+	Message string `xml:"message"`
+}
+
+// stateReasonOut is the stateReason of an instance that left running for
+// reason: a caller's request, or a failure of the machine.
+func stateReasonOut(reason string) *stateReasonXML {
+	if reason == "Server.InternalError" {
+		return &stateReasonXML{Code: reason, Message: "Server.InternalError: Internal error on launch"}
+	}
+	return &stateReasonXML{Code: "Client.UserInitiatedShutdown", Message: "Client.UserInitiatedShutdown: User initiated shutdown"}
 }
 
 type placementXML struct {
@@ -44,20 +61,23 @@ type eniXML struct {
 }
 
 type instanceXML struct {
-	InstanceID       string           `xml:"instanceId"`
-	ImageID          string           `xml:"imageId"`
-	State            instanceStateXML `xml:"instanceState"`
-	PrivateDNSName   string           `xml:"privateDnsName"`
-	PrivateIPAddress string           `xml:"privateIpAddress"`
-	InstanceType     string           `xml:"instanceType"`
-	LaunchTime       string           `xml:"launchTime"`
-	Placement        placementXML     `xml:"placement"`
-	SubnetID         string           `xml:"subnetId"`
-	VPCID            string           `xml:"vpcId"`
-	Architecture     string           `xml:"architecture"`
-	RootDeviceType   string           `xml:"rootDeviceType"`
-	RootDeviceName   string           `xml:"rootDeviceName"`
-	BlockDevices     struct {
+	InstanceID string           `xml:"instanceId"`
+	ImageID    string           `xml:"imageId"`
+	State      instanceStateXML `xml:"instanceState"`
+	// StateTransitionReason says why and when the instance left running.
+	StateTransitionReason string          `xml:"reason"`
+	StateReason           *stateReasonXML `xml:"stateReason"`
+	PrivateDNSName        string          `xml:"privateDnsName"`
+	PrivateIPAddress      string          `xml:"privateIpAddress"`
+	InstanceType          string          `xml:"instanceType"`
+	LaunchTime            string          `xml:"launchTime"`
+	Placement             placementXML    `xml:"placement"`
+	SubnetID              string          `xml:"subnetId"`
+	VPCID                 string          `xml:"vpcId"`
+	Architecture          string          `xml:"architecture"`
+	RootDeviceType        string          `xml:"rootDeviceType"`
+	RootDeviceName        string          `xml:"rootDeviceName"`
+	BlockDevices          struct {
 		Items []blockDeviceXML `xml:"item"`
 	} `xml:"blockDeviceMapping"`
 	VirtualizationType string `xml:"virtualizationType"`
@@ -72,11 +92,14 @@ type instanceXML struct {
 
 func (h *handler) instanceOut(v model.InstanceView) instanceXML {
 	out := instanceXML{
-		InstanceID: v.ID, ImageID: v.ImageID, State: instanceStateXML{Code: v.StateValue().Code(), Name: string(v.StateValue())},
+		InstanceID: v.ID, ImageID: v.ImageID, State: stateXML(v.StateValue()), StateTransitionReason: v.StateTransitionReason(),
 		InstanceType: v.Type, LaunchTime: ts(v.LaunchTime),
 		Placement:    placementXML{AvailabilityZone: v.Zone, AvailabilityZoneID: v.ZoneID, Tenancy: "default"},
 		Architecture: "x86_64", RootDeviceType: "ebs", RootDeviceName: v.RootDevice,
 		VirtualizationType: "hvm", Hypervisor: "xen", EbsOptimized: true, EnaSupport: true, Tags: tagsXML(v.Tags),
+	}
+	if v.StateReason != "" {
+		out.StateReason = stateReasonOut(v.StateReason)
 	}
 	for _, a := range v.BlockDevices {
 		out.BlockDevices.Items = append(out.BlockDevices.Items, blockDeviceXML{
@@ -211,4 +234,61 @@ type zonesResponse struct {
 	Zones struct {
 		Items []zoneXML `xml:"item"`
 	} `xml:"availabilityZoneInfo"`
+}
+
+func stateXML(s model.InstanceState) instanceStateXML {
+	return instanceStateXML{Code: s.Code(), Name: string(s)}
+}
+
+type instanceStateChangeXML struct {
+	InstanceID string           `xml:"instanceId"`
+	Current    instanceStateXML `xml:"currentState"`
+	Previous   instanceStateXML `xml:"previousState"`
+}
+
+// instanceStateChangesResponse answers StopInstances, StartInstances and
+// TerminateInstances.
+type instanceStateChangesResponse struct {
+	header
+	Instances struct {
+		Items []instanceStateChangeXML `xml:"item"`
+	} `xml:"instancesSet"`
+}
+
+type statusCheckXML struct {
+	Status  string `xml:"status"`
+	Details struct {
+		Items []statusDetailXML `xml:"item"`
+	} `xml:"details"`
+}
+
+// checkXML is one status check: its status and, when it applies, its
+// reachability detail (with the time it began to fail).
+func checkXML(status, reachability string, impairedSince time.Time) statusCheckXML {
+	out := statusCheckXML{Status: status}
+	if reachability != "" {
+		d := statusDetailXML{Name: "reachability", Status: reachability}
+		if reachability == model.CheckFailed {
+			d.ImpairedSince = ts(impairedSince)
+		}
+		out.Details.Items = []statusDetailXML{d}
+	}
+	return out
+}
+
+type instanceStatusXML struct {
+	InstanceID         string           `xml:"instanceId"`
+	AvailabilityZone   string           `xml:"availabilityZone"`
+	AvailabilityZoneID string           `xml:"availabilityZoneId"`
+	State              instanceStateXML `xml:"instanceState"`
+	SystemStatus       statusCheckXML   `xml:"systemStatus"`
+	InstanceStatus     statusCheckXML   `xml:"instanceStatus"`
+}
+
+type instanceStatusResponse struct {
+	header
+	Statuses struct {
+		Items []instanceStatusXML `xml:"item"`
+	} `xml:"instanceStatusSet"`
+	NextToken string `xml:"nextToken,omitempty"`
 }

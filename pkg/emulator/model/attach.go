@@ -83,9 +83,12 @@ func (c *Cloud) attachTargets(volumeID, instanceID string, now time.Time) (*Volu
 }
 
 // checkAttachable applies EC2's rules for a new attachment of v to inst
-// under device: the volume's state, multi-attach, device use and the
-// instance's attachment limit.
+// under device: the instance's state (running or stopped), the volume's
+// state, multi-attach, device use and the instance's attachment limit.
 func (c *Cloud) checkAttachable(v *Volume, inst *Instance, device string) *Error {
+	if s := inst.StateValue(); s != InstanceRunning && s != InstanceStopped {
+		return Errorf(CodeIncorrectInstanceState, "Instance '%s' is not 'running'.", inst.ID)
+	}
 	switch v.State {
 	case VolumeAvailable:
 	case VolumeInUse:

@@ -29,6 +29,11 @@ type Latencies struct {
 	Modify time.Duration `json:"modify"`
 	// Optimize is optimizing → completed.
 	Optimize time.Duration `json:"optimize"`
+	// InstanceStop is an instance's stopping → stopped and shutting-down →
+	// terminated: its guest shutting down.
+	InstanceStop time.Duration `json:"instanceStop"`
+	// InstanceStart is an instance's pending → running.
+	InstanceStart time.Duration `json:"instanceStart"`
 	// P99, when set, makes each change's time vary as EC2's does: the
 	// fields above are then medians, and a change whose P99 field is above
 	// its median takes a lognormal time with that 99th percentile
@@ -40,13 +45,15 @@ type Latencies struct {
 // that a client's waiting and polling shows, short enough for a demo.
 func DefaultLatencies() Latencies {
 	return Latencies{
-		VolumeCreate: 2 * time.Second,
-		VolumeDelete: 2 * time.Second,
-		Attach:       2 * time.Second,
-		Detach:       2 * time.Second,
-		Snapshot:     5 * time.Second,
-		Modify:       3 * time.Second,
-		Optimize:     5 * time.Second,
+		VolumeCreate:  2 * time.Second,
+		VolumeDelete:  2 * time.Second,
+		Attach:        2 * time.Second,
+		Detach:        2 * time.Second,
+		Snapshot:      5 * time.Second,
+		Modify:        3 * time.Second,
+		Optimize:      5 * time.Second,
+		InstanceStop:  3 * time.Second,
+		InstanceStart: 3 * time.Second,
 	}
 }
 

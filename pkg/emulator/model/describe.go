@@ -17,6 +17,33 @@ func (c *Cloud) instanceByID(id string) (*Instance, *Error) {
 	return in, nil
 }
 
+// selectInstances returns the instances named, every instance when none
+// is; a malformed ID or any unknown one is an error, as on EC2.
+func (c *Cloud) selectInstances(ids []string) ([]*Instance, *Error) {
+	var ins []*Instance
+	if len(ids) == 0 {
+		for _, in := range c.st.Instances {
+			ins = append(ins, in)
+		}
+		return ins, nil
+	}
+	var missing []string
+	for _, id := range dedupe(ids) {
+		if e := checkInstanceID(id); e != nil {
+			return nil, e
+		}
+		if in := c.st.Instances[id]; in != nil {
+			ins = append(ins, in)
+		} else {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, instanceNotFound(missing...)
+	}
+	return ins, nil
+}
+
 // instancePaging are DescribeInstances' MaxResults bounds.
 var instancePaging = pageRules{param: "instanceId", min: 5, max: 1000}
 
@@ -28,26 +55,9 @@ func (c *Cloud) DescribeInstances(q Query) (Page[InstanceView], error) {
 		if e != nil {
 			return e
 		}
-		var ins []*Instance
-		if len(q.IDs) > 0 {
-			var missing []string
-			for _, id := range dedupe(q.IDs) {
-				if e := checkInstanceID(id); e != nil {
-					return e
-				}
-				if in := c.st.Instances[id]; in != nil {
-					ins = append(ins, in)
-				} else {
-					missing = append(missing, id)
-				}
-			}
-			if len(missing) > 0 {
-				return instanceNotFound(missing...)
-			}
-		} else {
-			for _, in := range c.st.Instances {
-				ins = append(ins, in)
-			}
+		ins, e := c.selectInstances(q.IDs)
+		if e != nil {
+			return e
 		}
 		w := c.readWorld(now, q.Lag)
 		items := make([]InstanceView, 0, len(ins))

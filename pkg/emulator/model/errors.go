@@ -26,6 +26,7 @@ const (
 	CodeAttachmentLimitExceeded        = "AttachmentLimitExceeded"
 	CodeDryRunOperation                = "DryRunOperation"
 	CodeIdempotentParameterMismatch    = "IdempotentParameterMismatch"
+	CodeIncorrectInstanceState         = "IncorrectInstanceState"
 	CodeIncorrectModificationState     = "IncorrectModificationState"
 	CodeIncorrectState                 = "IncorrectState"
 	CodeInvalidAttachmentNotFound      = "InvalidAttachment.NotFound"

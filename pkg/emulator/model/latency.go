@@ -22,6 +22,8 @@ const (
 	transitionSnapshot
 	transitionModify
 	transitionOptimize
+	transitionInstanceStop
+	transitionInstanceStart
 
 	// transitionKinds counts the kinds above.
 	transitionKinds
@@ -44,6 +46,10 @@ func (l Latencies) of(t transition) time.Duration {
 		return l.Modify
 	case transitionOptimize:
 		return l.Optimize
+	case transitionInstanceStop:
+		return l.InstanceStop
+	case transitionInstanceStart:
+		return l.InstanceStart
 	}
 	panic(fmt.Sprintf("model: unknown transition %d", t))
 }
@@ -65,6 +71,10 @@ func (t transition) String() string {
 		return "modify"
 	case transitionOptimize:
 		return "optimize"
+	case transitionInstanceStop:
+		return "instance-stop"
+	case transitionInstanceStart:
+		return "instance-start"
 	}
 	return fmt.Sprintf("transition(%d)", int(t))
 }
@@ -75,10 +85,11 @@ func (t transition) String() string {
 // one's to tell its own delay from EC2's.
 type Draw struct {
 	// Resource is the volume (create, delete, attach, detach, modify,
-	// optimize) or snapshot the change is of.
+	// optimize), snapshot or instance (instance-stop, instance-start) the
+	// change is of.
 	Resource string `json:"resource"`
-	// Change is create, delete, attach, detach, snapshot, modify or
-	// optimize.
+	// Change is create, delete, attach, detach, snapshot, modify,
+	// optimize, instance-stop or instance-start.
 	Change string `json:"change"`
 	// Began is when the request (or, for optimize, the modification's
 	// first phase) set the change off.
@@ -179,7 +190,8 @@ func (c *Cloud) Draws() []Draw {
 //   - fixed: DefaultLatencies, the same few seconds every time;
 //   - ebs: EBS-like, each change's time lognormal around a typical median
 //     with a long tail (EbsLatencies);
-//   - slow: ten seconds for every volume change, as on a slow EC2-API cloud.
+//   - slow: ten seconds for every volume change, as on a slow EC2-API cloud
+//     (thirty for a snapshot and an instance's stop or start).
 var LatencyProfiles = map[string]func() Latencies{
 	"instant": func() Latencies { return Latencies{} },
 	"fixed":   DefaultLatencies,
@@ -211,26 +223,30 @@ func LatencyProfileNames() []string {
 // taking ten or more seconds, a detach twenty): create median 3 s, p99
 // 15 s; delete 2 s, 10 s; attach 2 s, 10 s; detach 3 s, 20 s; a small
 // snapshot 10 s, 60 s; a modification 3 s, 15 s, then optimizing 5 s,
-// 30 s.
+// 30 s. An instance's guest shuts down in 30 s (p99 2 min) and boots in
+// 15 s (1 min).
 func EBSLatencies() Latencies {
 	return Latencies{
 		VolumeCreate: 3 * time.Second, VolumeDelete: 2 * time.Second,
 		Attach: 2 * time.Second, Detach: 3 * time.Second,
 		Snapshot: 10 * time.Second, Modify: 3 * time.Second, Optimize: 5 * time.Second,
+		InstanceStop: 30 * time.Second, InstanceStart: 15 * time.Second,
 		P99: &Latencies{
 			VolumeCreate: 15 * time.Second, VolumeDelete: 10 * time.Second,
 			Attach: 10 * time.Second, Detach: 20 * time.Second,
 			Snapshot: 60 * time.Second, Modify: 15 * time.Second, Optimize: 30 * time.Second,
+			InstanceStop: 2 * time.Minute, InstanceStart: time.Minute,
 		},
 	}
 }
 
 // SlowLatencies are ten seconds for every volume change, thirty for a
-// snapshot.
+// snapshot and for an instance's stop or start.
 func SlowLatencies() Latencies {
 	return Latencies{
 		VolumeCreate: 10 * time.Second, VolumeDelete: 10 * time.Second,
 		Attach: 10 * time.Second, Detach: 10 * time.Second,
 		Snapshot: 30 * time.Second, Modify: 10 * time.Second, Optimize: 10 * time.Second,
+		InstanceStop: 30 * time.Second, InstanceStart: 30 * time.Second,
 	}
 }

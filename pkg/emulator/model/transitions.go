@@ -13,6 +13,14 @@ import (
 // (the disk store's attach, detach, resize, delete) that fail are retried at
 // the next advance; a detach of a busy device waits the same way.
 func (c *Cloud) advance(now time.Time) {
+	// Instances first: a terminated one releases its volumes in this step.
+	for id, in := range c.st.Instances {
+		if !c.advanceInstance(in, now) {
+			delete(c.st.Instances, id)
+			c.markDirty()
+			klog.V(2).InfoS("Terminated instance forgotten", "instanceID", id)
+		}
+	}
 	for id, v := range c.st.Volumes {
 		// A volume that failed disappears like a deleted one, but not in the
 		// same step that failed it: a client sees it in "error" first.
@@ -265,6 +273,12 @@ func (c *Cloud) nextWakeLocked(now time.Time) (wait time.Duration, pending bool)
 	for _, m := range c.st.Modifications {
 		if m.State == ModificationModifying || m.State == ModificationOptimizing {
 			consider(m.Due)
+		}
+	}
+	for _, in := range c.st.Instances {
+		consider(in.StateDue)
+		if in.StateValue() == InstanceTerminated {
+			consider(in.StateChanged.Add(terminatedVisible))
 		}
 	}
 	if next.IsZero() {

@@ -180,8 +180,19 @@ type Instance struct {
 	// View, when set, is how the host plays this instance as well: its
 	// volumes get real devices that the view exposes to it alone.
 	View *disks.View `json:"view,omitempty"`
-	// State is running or stopped (SetInstanceState); empty is running.
+	// State is the instance's state (instancestate.go); empty is running.
 	State InstanceState `json:"state,omitempty"`
+	// StateDue is when a transitional state (pending, stopping,
+	// shutting-down) ends.
+	StateDue time.Time `json:"stateDue,omitzero"`
+	// StateChanged is when the instance entered its state.
+	StateChanged time.Time `json:"stateChanged,omitzero"`
+	// StateReason is why the instance left running ("User initiated" for a
+	// caller's stop or terminate); empty while it runs.
+	StateReason string `json:"stateReason,omitempty"`
+	// ImpairedSince, when set, is since when the running guest has not
+	// answered: its instance status check fails (SetInstanceImpaired).
+	ImpairedSince time.Time `json:"impairedSince,omitzero"`
 }
 
 // cloneVolume returns a deep copy of v.
