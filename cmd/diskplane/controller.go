@@ -17,6 +17,7 @@ import (
 	"github.com/diskplane/diskplane/pkg/driver/controller"
 	"github.com/diskplane/diskplane/pkg/driver/parameters"
 	"github.com/diskplane/diskplane/pkg/kubeclient"
+	"github.com/diskplane/diskplane/pkg/nodewitness"
 	"github.com/diskplane/diskplane/pkg/snapshotintent"
 )
 
@@ -29,6 +30,8 @@ type controllerFlags struct {
 	visibilityTimeout    time.Duration
 	clientTokenMemory    time.Duration
 	snapshotIntents      bool
+	nodeWitness          bool
+	nodeWitnessInterval  time.Duration
 }
 
 func (f *controllerFlags) register(fs *flag.FlagSet) {
@@ -50,6 +53,13 @@ func (f *controllerFlags) register(fs *flag.FlagSet) {
 		"record this process on each VolumeSnapshotContent (annotation <driver-name>/create-snapshot-sent-by) before asking EC2 for its snapshot, "+
 			"so that a successor which finds no other process there asks at once instead of waiting out --visibility-timeout after its start; "+
 			"needs the Kubernetes API (the pod's service account or --kubeconfig) and patch on volumesnapshotcontents")
+	fs.BoolVar(&f.nodeWitness, "node-witness", false,
+		"let EC2 testify for lost nodes: the replica holding the Lease <driver-name>-node-witness gives a Node that is not Ready, and whose instance EC2 reports "+
+			"stopping, stopped, shutting-down, terminated or unknown, the out-of-service taint (Kubernetes then deletes its pods and detaches their volumes at once), "+
+			"and removes it when the Node is Ready and its instance runs; a running instance is never tainted. Needs the Kubernetes API: list and update on nodes, "+
+			"get on csinodes, create on events, and leases in the pod's namespace")
+	fs.DurationVar(&f.nodeWitnessInterval, "node-witness-interval", nodewitness.DefaultInterval,
+		"how often the node witness looks at the Nodes")
 }
 
 // buildController builds the cloud from the SDK's standard configuration
@@ -64,6 +74,9 @@ func buildController(ctx context.Context, opts *options, reg prometheus.Register
 	}
 	if f.visibilityTimeout <= 0 {
 		return nil, nil, fmt.Errorf("--visibility-timeout=%v: want a positive duration", f.visibilityTimeout)
+	}
+	if f.nodeWitnessInterval <= 0 {
+		return nil, nil, fmt.Errorf("--node-witness-interval=%v: want a positive duration", f.nodeWitnessInterval)
 	}
 	if f.clientTokenMemory < 0 {
 		return nil, nil, fmt.Errorf("--client-token-memory=%v: want 0 (the cloud keeps no ClientToken) or a positive duration", f.clientTokenMemory)
@@ -98,7 +111,15 @@ func buildController(ctx context.Context, opts *options, reg prometheus.Register
 		c.Close()
 		return nil, nil, err
 	}
-	return svc, func() { svc.Close(); c.Close() }, nil
+	stopWitness := func() {}
+	if f.nodeWitness {
+		if stopWitness, err = startNodeWitness(ctx, opts, c, reg); err != nil {
+			svc.Close()
+			c.Close()
+			return nil, nil, err
+		}
+	}
+	return svc, func() { stopWitness(); svc.Close(); c.Close() }, nil
 }
 
 // snapshotIntents is the ledger the controller records its snapshot

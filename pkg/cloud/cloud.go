@@ -293,4 +293,20 @@ type Instance struct {
 	DeviceNames []string
 	// AttachedVolumes is the number of EBS volumes attached, the root volume included.
 	AttachedVolumes int
+	// State is EC2's instance state (InstanceRunning, InstanceStopped …).
+	State string
+	// StateTransitionReason is EC2's account of why and when the instance
+	// last left running, e.g. "User initiated (2026-11-29 10:00:00 GMT)";
+	// empty while it runs as launched.
+	StateTransitionReason string
 }
+
+// EC2's instance states.
+const (
+	InstancePending      = "pending"
+	InstanceRunning      = "running"
+	InstanceShuttingDown = "shutting-down"
+	InstanceTerminated   = "terminated"
+	InstanceStopping     = "stopping"
+	InstanceStopped      = "stopped"
+)

@@ -75,8 +75,12 @@ func toSnapshot(s types.Snapshot) *Snapshot {
 // toInstance converts EC2's description of an instance into the driver's terms.
 func toInstance(in types.Instance) *Instance {
 	inst := &Instance{
-		ID:   aws.ToString(in.InstanceId),
-		Type: string(in.InstanceType),
+		ID:                    aws.ToString(in.InstanceId),
+		Type:                  string(in.InstanceType),
+		StateTransitionReason: aws.ToString(in.StateTransitionReason),
+	}
+	if in.State != nil {
+		inst.State = string(in.State.Name)
 	}
 	if in.Placement != nil {
 		inst.Zone = aws.ToString(in.Placement.AvailabilityZone)

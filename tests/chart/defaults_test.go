@@ -26,9 +26,10 @@ func TestDefaultObjects(t *testing.T) {
 	want := []string{
 		"ServiceAccount/diskplane-controller", "ServiceAccount/diskplane-node",
 		"ClusterRole/diskplane-provisioner", "ClusterRole/diskplane-attacher", "ClusterRole/diskplane-resizer",
-		"ClusterRole/diskplane-snapshotter", "ClusterRole/diskplane-node",
+		"ClusterRole/diskplane-snapshotter", "ClusterRole/diskplane-node", "ClusterRole/diskplane-node-witness",
 		"ClusterRoleBinding/diskplane-provisioner", "ClusterRoleBinding/diskplane-attacher",
 		"ClusterRoleBinding/diskplane-resizer", "ClusterRoleBinding/diskplane-snapshotter", "ClusterRoleBinding/diskplane-node",
+		"ClusterRoleBinding/diskplane-node-witness",
 		"Role/diskplane-leader-election", "RoleBinding/diskplane-leader-election",
 		"Deployment/diskplane-controller", "DaemonSet/diskplane-node", "PodDisruptionBudget/diskplane-controller",
 		"CSIDriver/ebs.csi.diskplane.io",

@@ -67,7 +67,7 @@ func fromKubernetes(ctx context.Context, opts Options) (*Instance, error) {
 // agree, because a wrong zone would place volumes where this node cannot
 // attach them.
 func instanceFromNode(node *corev1.Node) (*Instance, error) {
-	providerZone, id, err := parseProviderID(node.Spec.ProviderID)
+	providerZone, id, err := ParseProviderID(node.Spec.ProviderID)
 	if err != nil {
 		return nil, fmt.Errorf("node %q: %w", node.Name, err)
 	}
@@ -111,9 +111,11 @@ func instanceFromNode(node *corev1.Node) (*Instance, error) {
 // errBadProviderID is wrapped by every providerID parse error.
 var errBadProviderID = errors.New("spec.providerID is not an EC2 provider ID (aws:///<zone>/<instance-id>)")
 
-// parseProviderID splits aws:///<zone>/<instance-id> (the zone may be empty,
-// as in aws:////<instance-id>, or left out, as in aws:///<instance-id>).
-func parseProviderID(providerID string) (zone, instanceID string, err error) {
+// ParseProviderID splits a Node's spec.providerID, aws:///<zone>/<instance-id>
+// (the zone may be empty, as in aws:////<instance-id>, or left out, as in
+// aws:///<instance-id>); the controller's node witness finds a Node's
+// instance with it.
+func ParseProviderID(providerID string) (zone, instanceID string, err error) {
 	rest, ok := strings.CutPrefix(providerID, providerIDPrefix)
 	if !ok {
 		return "", "", fmt.Errorf("%q: %w", providerID, errBadProviderID)

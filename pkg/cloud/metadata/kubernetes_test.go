@@ -35,15 +35,15 @@ func TestParseProviderID(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
-			zone, id, err := parseProviderID(tc.in)
+			zone, id, err := ParseProviderID(tc.in)
 			if tc.wantErr {
 				if !errors.Is(err, errBadProviderID) {
-					t.Fatalf("parseProviderID(%q) = %q, %q, %v; want errBadProviderID", tc.in, zone, id, err)
+					t.Fatalf("ParseProviderID(%q) = %q, %q, %v; want errBadProviderID", tc.in, zone, id, err)
 				}
 				return
 			}
 			if err != nil || zone != tc.wantZone || id != tc.wantID {
-				t.Fatalf("parseProviderID(%q) = %q, %q, %v; want %q, %q", tc.in, zone, id, err, tc.wantZone, tc.wantID)
+				t.Fatalf("ParseProviderID(%q) = %q, %q, %v; want %q, %q", tc.in, zone, id, err, tc.wantZone, tc.wantID)
 			}
 		})
 	}

@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,23 +24,31 @@ import (
 // good, so that its pods' volumes may be detached without waiting for it.
 const outOfService = "node.kubernetes.io/out-of-service"
 
+// witnessLook is a little more than the node witness's interval: by then
+// it has looked at a NotReady node at least once.
+const witnessLook = 15 * time.Second
+
 // nodeNotReadyTimeout bounds how long the control plane takes to mark a
 // dead node NotReady (the node monitor's grace period, 50 s, and its look).
 const nodeNotReadyTimeout = 3 * time.Minute
 
 // TestNodeLoss kills the worker that runs a StatefulSet's pod, with the
 // pod's volume attached and mounted: its kubelet, containerd, node plugin
-// and containers die at once. Its instance is then stopped in the emulator
-// and the worker powered off (its mounts go), and the pod must run on the
-// other worker of the zone with its data, the volume moving between the
-// instances and never attached to both.
-//   - out-of-service taint: the operator taints the dead node, Kubernetes
-//     deletes its pods and detaches their volumes at once.
-//   - force-deleted pod, no taint: the pod is force-deleted; Kubernetes
-//     detaches the volume only after its six-minute wait for an unmount the
-//     dead node never confirms. It runs with E2E_MULTINODE_PROFILE=full.
+// and containers die at once, and the worker is powered off (its mounts
+// go). The pod must run on the other worker of the zone with its data, the
+// volume moving between the instances and never attached to both.
+//   - EC2 as the witness: the machine's instance is stopped in EC2; no one
+//     touches the cluster. The controller's node witness sees the Node
+//     NotReady and its instance stopped, taints it out-of-service (with its
+//     event), and Kubernetes deletes its pods and detaches their volumes at
+//     once. When the worker is back the witness takes its taint away.
+//   - force-deleted pod, no taint: EC2 still reports the instance running
+//     (as in a partition), so nothing taints the node; the pod is
+//     force-deleted, and Kubernetes detaches the volume only after its
+//     six-minute wait for an unmount the dead node never confirms. It runs
+//     with E2E_MULTINODE_PROFILE=full.
 func TestNodeLoss(t *testing.T) {
-	t.Run("out-of-service taint", func(t *testing.T) { nodeLoss(t, true) })
+	t.Run("EC2 as the witness", func(t *testing.T) { nodeLoss(t, true) })
 	t.Run("force-deleted pod without the taint", func(t *testing.T) {
 		if os.Getenv("E2E_MULTINODE_PROFILE") != "full" {
 			t.Skip("waits out Kubernetes' six-minute forced detach; E2E_MULTINODE_PROFILE=full runs it")
@@ -47,7 +57,7 @@ func TestNodeLoss(t *testing.T) {
 	})
 }
 
-func nodeLoss(t *testing.T, taint bool) {
+func nodeLoss(t *testing.T, stopped bool) {
 	zone, pair := zoneWithTwoWorkers(t)
 	victim, survivor := pair[0], pair[1]
 	if controllerOn(t, victim.name) {
@@ -66,17 +76,20 @@ func nodeLoss(t *testing.T, taint bool) {
 
 	start := time.Now()
 	workerTool(t, "kill", victim)
-	t.Cleanup(func() { restoreWorker(t, victim) })
-	waitNode(t, victim.name, false, nodeNotReadyTimeout)
-	t.Logf("%s NotReady %s after it died", victim.name, time.Since(start).Round(time.Second))
-	// The node is confirmed down: its instance stopped in EC2 (a detach no
-	// longer waits for its guest), its machine off (its mounts gone).
-	if err := env.emulator.SetInstanceState(t.Context(), victim.instanceID, model.InstanceStopped); err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() { restoreWorker(t, victim, stopped) })
+	if stopped {
+		// The machine is off: its instance stopped in EC2 (a detach no
+		// longer waits for its guest).
+		if err := env.emulator.SetInstanceState(t.Context(), victim.instanceID, model.InstanceStopped); err != nil {
+			t.Fatal(err)
+		}
 	}
 	workerTool(t, "down", victim)
-	if taint {
-		taintNode(t, victim.name, true)
+	waitNode(t, victim.name, false, nodeNotReadyTimeout)
+	t.Logf("%s NotReady %s after it died", victim.name, time.Since(start).Round(time.Second))
+	if stopped {
+		waitWitnessTaint(t, victim, true)
+		t.Logf("%s tainted out-of-service by the node witness %s after it died", victim.name, time.Since(start).Round(time.Second))
 	} else {
 		grace := int64(0)
 		if err := env.client.CoreV1().Pods(ns).Delete(t.Context(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
@@ -90,7 +103,7 @@ func nodeLoss(t *testing.T, taint bool) {
 	checkOnlyOn(t, volumeID, survivor.name)
 	neverShared(t, volumeID)
 	t.Logf("figure: node loss (%s): the pod ran on %s %s after %s died (floor: node monitor grace 50 s + detach + attach = %s)",
-		map[bool]string{true: "out-of-service taint", false: "force delete, six-minute forced detach"}[taint],
+		map[bool]string{true: "instance stopped, EC2 as the witness", false: "force delete, six-minute forced detach"}[stopped],
 		survivor.name, time.Since(start).Round(time.Second), victim.name, 50*time.Second+moveFloor())
 }
 
@@ -148,22 +161,45 @@ func waitNode(t *testing.T, node string, ready bool, timeout time.Duration) {
 	}
 }
 
-// taintNode adds or removes the out-of-service taint.
-func taintNode(t *testing.T, node string, add bool) {
+// witnessAnnotation marks the node witness's own out-of-service taint.
+const witnessAnnotation = "/out-of-service-witness"
+
+// waitWitnessTaint waits until the controller's node witness has tainted
+// the worker out-of-service, with its evidence and its event (tainted), or
+// has taken the taint and its annotation away (!tainted).
+func waitWitnessTaint(t *testing.T, w worker, tainted bool) {
 	t.Helper()
-	arg := outOfService + "=nodeshutdown:NoExecute"
-	if !add {
-		arg = outOfService + "-"
-	}
-	if out, err := kubectl(context.Background(), "taint", "node", node, arg); err != nil && add {
-		t.Fatalf("%v\n%s", err, out)
+	err := poll.Until(t.Context(), 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+		n, err := env.client.CoreV1().Nodes().Get(ctx, w.name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		evidence, ours := n.Annotations[env.driverName+witnessAnnotation]
+		has := slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+			return t.Key == outOfService && t.Value == "nodeshutdown" && t.Effect == corev1.TaintEffectNoExecute
+		})
+		if !tainted {
+			return !has && !ours, fmt.Sprintf("taints %v, annotation %q", n.Spec.Taints, evidence), nil
+		}
+		if !has || !strings.Contains(evidence, w.instanceID+" stopped") {
+			return false, fmt.Sprintf("taints %v, annotation %q", n.Spec.Taints, evidence), nil
+		}
+		events, err := env.client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + w.name + ",reason=OutOfServiceTaintAdded"})
+		if err != nil {
+			return false, "", err
+		}
+		return len(events.Items) > 0, "no OutOfServiceTaintAdded event on the Node yet", nil
+	})
+	if err != nil {
+		t.Fatalf("node %s: the node witness's taint (want present: %t): %v", w.name, tainted, err)
 	}
 }
 
 // restoreWorker brings a worker a test killed back: a fresh start of its
-// namespaces, the taint removed, the node Ready with its node plugin
-// registered again, so that the next test finds the cluster whole.
-func restoreWorker(t *testing.T, w worker) {
+// namespaces, its instance running, the node Ready with its node plugin
+// registered again and (when its instance was stopped) the node witness's
+// taint gone, so that the next test finds the cluster whole.
+func restoreWorker(t *testing.T, w worker, stopped bool) {
 	t.Helper()
 	if _, err := kubetest.Run(context.Background(), env.workerTool, "down", w.index); err != nil {
 		t.Errorf("restore %s: %v", w.name, err)
@@ -175,7 +211,6 @@ func restoreWorker(t *testing.T, w worker) {
 		t.Errorf("restore %s: %v", w.name, err)
 		return
 	}
-	taintNode(t, w.name, false)
 	// The CSINode still lists the driver from before: the node plugin pod
 	// must be Ready again since the restart.
 	restarted := time.Now().Add(-time.Second)
@@ -200,6 +235,10 @@ func restoreWorker(t *testing.T, w worker) {
 	})
 	if err != nil {
 		t.Errorf("restore %s: %v", w.name, err)
+		return
+	}
+	if stopped {
+		waitWitnessTaint(t, w, false)
 	}
 }
 
@@ -241,6 +280,11 @@ func TestNetworkPartition(t *testing.T) {
 	waitNode(t, cut.name, false, nodeNotReadyTimeout)
 	t.Logf("%s NotReady %s after the cut", cut.name, time.Since(start).Round(time.Second))
 	checkOnlyOn(t, volumeID, cut.name)
+	// EC2 reports its instance running: the node witness leaves it be.
+	time.Sleep(witnessLook)
+	if n, err := env.client.CoreV1().Nodes().Get(t.Context(), cut.name, metav1.GetOptions{}); err != nil || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == outOfService }) {
+		t.Errorf("the cut node, whose instance runs, has taints %+v (%v)", n.Spec.Taints, err)
+	}
 	workerTool(t, "uncut", cut)
 	waitNode(t, cut.name, true, nodeNotReadyTimeout)
 	again, _ := waitPodReady(t, ns, pod.Name, "", "")
