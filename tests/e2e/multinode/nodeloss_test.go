@@ -169,7 +169,8 @@ const witnessAnnotation = "/out-of-service-witness"
 // has taken the taint and its annotation away (!tainted).
 func waitWitnessTaint(t *testing.T, w worker, tainted bool) {
 	t.Helper()
-	err := poll.Until(t.Context(), 2*time.Minute, func(ctx context.Context) (bool, string, error) {
+	// Not the test's context: restoreWorker, a cleanup, waits too.
+	err := poll.Until(context.Background(), 2*time.Minute, func(ctx context.Context) (bool, string, error) {
 		n, err := env.client.CoreV1().Nodes().Get(ctx, w.name, metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
