@@ -16,8 +16,8 @@
 // whatever its Node says, and an out-of-service taint that the witness did
 // not add is never removed: an annotation on the Node marks its own.
 //
-// It needs list on nodes, get on csinodes (to find an instance without an
-// aws:// providerID), update on nodes and create on events.
+// It needs get, list and update on nodes, get on csinodes (to find an
+// instance without an aws:// providerID) and create on events.
 package nodewitness
 
 import (
