@@ -25,6 +25,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -144,24 +146,49 @@ func (w *Witness) Sync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list nodes: %w", err)
 	}
-	ours := 0
+	// The Nodes to look at are asked about at once, so that their
+	// instances' lookups meet in the cloud layer's batcher: one
+	// DescribeInstances for a zone's worth of lost nodes, not one each.
+	var (
+		ours  atomic.Int64
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, maxConcurrentLooks)
+	)
 	for i := range nodes.Items {
-		if w.syncNode(ctx, &nodes.Items[i]) {
-			ours++
+		node := &nodes.Items[i]
+		f, look := w.facts(node)
+		if !look {
+			continue
 		}
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if w.syncNode(ctx, node, f) {
+				ours.Add(1)
+			}
+		}()
 	}
-	w.tainted.Set(float64(ours))
+	wg.Wait()
+	w.tainted.Set(float64(ours.Load()))
 	return nil
 }
 
-// syncNode decides about one Node and acts; it reports whether the Node
-// carries the witness's taint afterwards.
-func (w *Witness) syncNode(ctx context.Context, node *corev1.Node) bool {
-	f := facts{ready: readyStatus(node), tainted: hasTaint(node)}
+// maxConcurrentLooks bounds the Nodes a Sync looks at at once.
+const maxConcurrentLooks = 32
+
+// facts is what the Node itself says; look is false for the usual case,
+// a Ready Node without the witness's taint, which needs no question to
+// EC2.
+func (w *Witness) facts(node *corev1.Node) (f facts, look bool) {
+	f = facts{ready: readyStatus(node), tainted: hasTaint(node)}
 	_, f.ours = node.Annotations[w.annotation()]
-	if f.ready == corev1.ConditionTrue && !(f.tainted && f.ours) {
-		return false // the usual case: asks EC2 nothing
-	}
+	return f, f.ready != corev1.ConditionTrue || (f.tainted && f.ours)
+}
+
+// syncNode completes the facts about one Node with EC2's, decides and
+// acts; it reports whether the Node carries the witness's taint afterwards.
+func (w *Witness) syncNode(ctx context.Context, node *corev1.Node, f facts) bool {
 	f.instanceID = w.instanceOf(ctx, node)
 	if f.instanceID != "" {
 		in, err := w.instances.GetInstance(ctx, f.instanceID)

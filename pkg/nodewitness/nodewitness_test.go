@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -27,10 +28,22 @@ type fakeInstances struct {
 	states  map[string]string
 	failing error
 	asked   []string
+	// gather, when set, holds each lookup (for up to a second) until that
+	// many are in flight, as the cloud layer's batcher gathers concurrent
+	// lookups into one call; peak is the most that were.
+	gather, inFlight, peak int
 }
 
 func (f *fakeInstances) GetInstance(_ context.Context, id string) (*cloud.Instance, error) {
 	f.mu.Lock()
+	f.inFlight++
+	f.peak = max(f.peak, f.inFlight)
+	for deadline := time.Now().Add(time.Second); f.inFlight < f.gather && f.peak < f.gather && time.Now().Before(deadline); {
+		f.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		f.mu.Lock()
+	}
+	f.inFlight--
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, id)
 	if f.failing != nil {
@@ -258,5 +271,30 @@ func TestAnInstanceEC2DoesNotKnow(t *testing.T) {
 	f.sync(t)
 	if n := f.node(t, "worker-1"); !hasTaint(n) || !strings.Contains(n.Annotations[driverName+AnnotationSuffix], "does not know") {
 		t.Fatalf("a Node whose instance EC2 does not know: %+v, %v", n.Spec.Taints, n.Annotations)
+	}
+}
+
+func TestLostNodesAreAskedAboutTogether(t *testing.T) {
+	ids := []string{"i-0000000000000000a", "i-0000000000000000b", "i-0000000000000000c"}
+	var objects []any
+	for i, id := range ids {
+		objects = append(objects, node(fmt.Sprintf("worker-%d", i+1), id, corev1.ConditionUnknown))
+	}
+	f := newFixture(t, objects...)
+	for _, id := range ids {
+		f.ec2.set(id, cloud.InstanceStopped)
+	}
+	f.ec2.gather = len(ids)
+	f.sync(t)
+	if f.ec2.peak != len(ids) {
+		t.Fatalf("at most %d of the %d lost nodes' lookups were in flight at once; they should meet in one batch", f.ec2.peak, len(ids))
+	}
+	for i := range ids {
+		if !hasTaint(f.node(t, fmt.Sprintf("worker-%d", i+1))) {
+			t.Fatalf("worker-%d was not tainted", i+1)
+		}
+	}
+	if got := value(t, f.w.tainted); got != float64(len(ids)) {
+		t.Fatalf("tainted nodes gauge = %v", got)
 	}
 }
