@@ -56,8 +56,9 @@ func (f *controllerFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.nodeWitness, "node-witness", false,
 		"let EC2 testify for lost nodes: the replica holding the Lease <driver-name>-node-witness gives a Node that is not Ready, and whose instance EC2 reports "+
 			"stopping, stopped, shutting-down, terminated or unknown, the out-of-service taint (Kubernetes then deletes its pods and detaches their volumes at once), "+
-			"and removes it when the Node is Ready and its instance runs; a running instance is never tainted. Needs the Kubernetes API: get, list and update on nodes, "+
-			"get on csinodes, create on events, and leases in the pod's namespace")
+			"and removes it when the Node is Ready and its instance runs; a running instance is never tainted. It also measures the detaches EC2 has not finished "+
+			"and names one that a running instance holds up for 30s (events on its PersistentVolume and Node: stop the instance). Needs the Kubernetes API: "+
+			"get, list and update on nodes, get on csinodes, list on volumeattachments, get on persistentvolumes, create on events, and leases in the pod's namespace")
 	fs.DurationVar(&f.nodeWitnessInterval, "node-witness-interval", nodewitness.DefaultInterval,
 		"how often the node witness looks at the Nodes")
 }

@@ -42,7 +42,7 @@ const podNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespac
 // Lease <driver-name>-node-witness in the pod's namespace (POD_NAMESPACE,
 // else the service account's, else default), contending again whenever it
 // loses it, until ctx ends. The returned func waits for it to stop.
-func startNodeWitness(ctx context.Context, opts *options, instances nodewitness.Instances, reg prometheus.Registerer) (func(), error) {
+func startNodeWitness(ctx context.Context, opts *options, ec2 nodewitness.EC2, reg prometheus.Registerer) (func(), error) {
 	kube, err := kubeclient.New(opts.kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("--node-witness needs the Kubernetes API (the pod's service account or --kubeconfig): %w", err)
@@ -51,7 +51,7 @@ func startNodeWitness(ctx context.Context, opts *options, instances nodewitness.
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	identity, _ := os.Hostname()
 	identity += "-" + uuid.NewString()[:8]
-	w, err := nodewitness.New(kube, instances, nodewitness.Config{
+	w, err := nodewitness.New(kube, ec2, nodewitness.Config{
 		DriverName: opts.driverName,
 		Interval:   opts.controller.nodeWitnessInterval,
 		Recorder:   broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: witnessComponent, Host: identity}),

@@ -49,13 +49,13 @@ func (c *ec2Cloud) AttachVolume(ctx context.Context, volumeID, instanceID string
 	}
 	if a, ok := vol.attachmentTo(instanceID); ok {
 		switch a.State {
-		case attachmentAttached:
+		case AttachmentAttached:
 			return a.DevicePath, nil
-		case attachmentAttaching:
+		case AttachmentAttaching:
 			// Begun by an earlier attempt: its stuck window runs from now.
 			klog.V(4).InfoS("Attachment already under way; waiting for it", "volumeID", volumeID, "instanceID", instanceID)
 			return c.waitAttached(ctx, volumeID, instanceID, a.DevicePath, time.Time{}, time.Now(), opts.Shared)
-		case attachmentDetaching:
+		case AttachmentDetaching:
 			// An earlier detach is still running; attach again once it is done.
 			if err := c.waitDetached(ctx, volumeID, instanceID, time.Time{}); err != nil {
 				return "", err
@@ -178,9 +178,9 @@ func (c *ec2Cloud) waitAttached(ctx context.Context, volumeID, instanceID, devic
 		}
 		state := string(a.State)
 		switch {
-		case ok && state == attachmentAttached:
+		case ok && state == AttachmentAttached:
 			return true, "", nil
-		case ok && state != attachmentAttaching:
+		case ok && state != AttachmentAttaching:
 			return false, "", fmt.Errorf("volume %s was %s from instance %s while attaching: %w", volumeID, state, instanceID, ErrConflict)
 		case time.Since(started) < c.cfg.AttachStuckTimeout:
 			if !ok {
@@ -247,7 +247,7 @@ func (c *ec2Cloud) DetachVolume(ctx context.Context, volumeID, instanceID string
 			if derr != nil {
 				return derr
 			}
-			if a, ok := rawAttachmentTo(raw, instanceID); !ok || string(a.State) == attachmentDetached {
+			if a, ok := rawAttachmentTo(raw, instanceID); !ok || string(a.State) == AttachmentDetached {
 				return fmt.Errorf("volume %s is not attached to instance %s: %w: %w", volumeID, instanceID, ErrNotFound, classify(opDetachVolume, err))
 			}
 		default:
@@ -274,7 +274,7 @@ func (c *ec2Cloud) waitDetached(ctx context.Context, volumeID, instanceID string
 			return false, "", err
 		}
 		a, ok := rawAttachmentTo(raw, instanceID)
-		if !ok || string(a.State) == attachmentDetached {
+		if !ok || string(a.State) == AttachmentDetached {
 			return true, "", nil
 		}
 		return false, fmt.Sprintf("volume %s is %s from instance %s", volumeID, a.State, instanceID), nil
@@ -335,7 +335,7 @@ func attachedElsewhere(v *Volume, instanceID string, shared bool) error {
 	}
 	var others []string
 	for _, a := range v.Attachments {
-		if a.InstanceID != instanceID && a.State != attachmentDetached {
+		if a.InstanceID != instanceID && a.State != AttachmentDetached {
 			others = append(others, a.InstanceID)
 		}
 	}

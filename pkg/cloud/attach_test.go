@@ -274,7 +274,7 @@ func TestStuckAttachIsDetached(t *testing.T) {
 		t.Fatalf("the retry after a stuck attach failed: %v", err)
 	}
 	got, err := c.GetVolume(testContext(t), vol.ID)
-	if err != nil || len(got.Attachments) != 1 || got.Attachments[0].State != attachmentAttached || got.Attachments[0].DevicePath != device {
+	if err != nil || len(got.Attachments) != 1 || got.Attachments[0].State != AttachmentAttached || got.Attachments[0].DevicePath != device {
 		t.Errorf("after the retry: %+v, %v", got, err)
 	}
 }

@@ -195,7 +195,8 @@ type Volume struct {
 type Attachment struct {
 	InstanceID string
 	DevicePath string
-	// State is attaching, attached, detaching or detached.
+	// State is AttachmentAttaching, AttachmentAttached,
+	// AttachmentDetaching, AttachmentDetached or AttachmentBusy.
 	State string
 	// DeleteOnTermination is set for volumes the instance was launched
 	// with (its root volume among them); never for attachments Diskplane makes.
@@ -300,6 +301,16 @@ type Instance struct {
 	// empty while it runs as launched.
 	StateTransitionReason string
 }
+
+// EC2's attachment states. Busy is a detach that waits for the guest to
+// release the device.
+const (
+	AttachmentAttaching = "attaching"
+	AttachmentAttached  = "attached"
+	AttachmentDetaching = "detaching"
+	AttachmentDetached  = "detached"
+	AttachmentBusy      = "busy"
+)
 
 // EC2's instance states.
 const (

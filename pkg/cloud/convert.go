@@ -17,11 +17,6 @@ const (
 	volumeDeleted   = string(types.VolumeStateDeleted)
 	volumeError     = string(types.VolumeStateError)
 
-	attachmentAttaching = string(types.VolumeAttachmentStateAttaching)
-	attachmentAttached  = string(types.VolumeAttachmentStateAttached)
-	attachmentDetaching = string(types.VolumeAttachmentStateDetaching)
-	attachmentDetached  = string(types.VolumeAttachmentStateDetached)
-
 	snapshotCompleted = string(types.SnapshotStateCompleted)
 	snapshotError     = string(types.SnapshotStateError)
 )

@@ -16,8 +16,18 @@
 // whatever its Node says, and an out-of-service taint that the witness did
 // not add is never removed: an annotation on the Node marks its own.
 //
+// A node that hangs is the other half: its instance runs, so it is never
+// tainted, but a detach from it (after a human's taint or Kubernetes'
+// six-minute forced detach) stays detaching in EC2 while its guest holds
+// the device. The witness measures every detach that Kubernetes asked for
+// and EC2 has not finished (diskplane_detach_pending_seconds), and names a
+// stuck one within a minute with an event on its PersistentVolume and its
+// Node that says what to do: stop the instance. It never detaches anything
+// itself (syncDetaches).
+//
 // It needs get, list and update on nodes, get on csinodes (to find an
-// instance without an aws:// providerID) and create on events.
+// instance without an aws:// providerID), list on volumeattachments, get
+// on persistentvolumes and create on events.
 package nodewitness
 
 import (
@@ -66,10 +76,12 @@ const (
 // node-monitor grace period.
 const DefaultInterval = 10 * time.Second
 
-// Instances is what the witness asks EC2: an instance's state, or
-// cloud.ErrNotFound for one EC2 does not know. cloud.Cloud has it.
-type Instances interface {
+// EC2 is what the witness asks EC2: an instance's state and a volume's
+// attachments, or cloud.ErrNotFound for what EC2 does not know.
+// cloud.Cloud has both, batched with concurrent lookups.
+type EC2 interface {
 	GetInstance(ctx context.Context, instanceID string) (*cloud.Instance, error)
+	GetVolume(ctx context.Context, volumeID string) (*cloud.Volume, error)
 }
 
 // Config is a Witness's setting.
@@ -85,24 +97,29 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// Witness taints and untaints Nodes on EC2's evidence.
+// Witness taints and untaints Nodes on EC2's evidence, and names the
+// detaches that a running instance holds up.
 type Witness struct {
 	kube      kubernetes.Interface
-	instances Instances
+	ec2       EC2
 	cfg       Config
 	decisions *prometheus.CounterVec
 	tainted   prometheus.Gauge
+	pending   *prometheus.GaugeVec
+	// reported holds the UIDs of the VolumeAttachments whose stuck detach
+	// has had its events, until they are gone.
+	reported map[string]bool
 }
 
 // New returns a witness; it does nothing until Run or Sync.
-func New(kube kubernetes.Interface, instances Instances, cfg Config) (*Witness, error) {
+func New(kube kubernetes.Interface, ec2 EC2, cfg Config) (*Witness, error) {
 	if cfg.DriverName == "" {
 		return nil, errors.New("nodewitness: no driver name")
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
-	w := &Witness{kube: kube, instances: instances, cfg: cfg,
+	w := &Witness{kube: kube, ec2: ec2, cfg: cfg, reported: map[string]bool{},
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "diskplane_node_witness_decisions_total",
 			Help: "Decisions of the node witness about Nodes that are not Ready or carry its taint, by decision (taint, untaint, keep, instance-running, undecided).",
@@ -111,13 +128,16 @@ func New(kube kubernetes.Interface, instances Instances, cfg Config) (*Witness, 
 			Name: "diskplane_node_witness_tainted_nodes",
 			Help: "Nodes carrying the out-of-service taint that the node witness added, as of its last look.",
 		}),
+		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "diskplane_detach_pending_seconds",
+			Help: "Seconds since Kubernetes asked to detach a volume that EC2 still shows attached to the node's instance, by volume, node and EC2 attachment state (attached, detaching, busy), as of the node witness's last look.",
+		}, []string{"volume_id", "node", "state"}),
 	}
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(w.decisions); err != nil {
-			return nil, fmt.Errorf("nodewitness: %w", err)
-		}
-		if err := cfg.Registerer.Register(w.tainted); err != nil {
-			return nil, fmt.Errorf("nodewitness: %w", err)
+		for _, c := range []prometheus.Collector{w.decisions, w.tainted, w.pending} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("nodewitness: %w", err)
+			}
 		}
 	}
 	return w, nil
@@ -137,9 +157,9 @@ func (w *Witness) Run(ctx context.Context) {
 	}, w.cfg.Interval)
 }
 
-// Sync looks at every Node once and acts on each decision. It fails only
-// when the Nodes cannot be listed; a Node it could not change is logged
-// and tried again next time.
+// Sync looks at every Node and every pending detach once and acts on each
+// decision. It fails only when the Nodes or VolumeAttachments cannot be
+// listed; a Node it could not change is logged and tried again next time.
 func (w *Witness) Sync(ctx context.Context) error {
 	// From the API server's cache: the witness reads every Node often.
 	nodes, err := w.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
@@ -171,7 +191,11 @@ func (w *Witness) Sync(ctx context.Context) error {
 	}
 	wg.Wait()
 	w.tainted.Set(float64(ours.Load()))
-	return nil
+	byName := make(map[string]*corev1.Node, len(nodes.Items))
+	for i := range nodes.Items {
+		byName[nodes.Items[i].Name] = &nodes.Items[i]
+	}
+	return w.syncDetaches(ctx, byName)
 }
 
 // maxConcurrentLooks bounds the Nodes a Sync looks at at once.
@@ -191,7 +215,7 @@ func (w *Witness) facts(node *corev1.Node) (f facts, look bool) {
 func (w *Witness) syncNode(ctx context.Context, node *corev1.Node, f facts) bool {
 	f.instanceID = w.instanceOf(ctx, node)
 	if f.instanceID != "" {
-		in, err := w.instances.GetInstance(ctx, f.instanceID)
+		in, err := w.ec2.GetInstance(ctx, f.instanceID)
 		switch {
 		case err == nil:
 			f.instance = in

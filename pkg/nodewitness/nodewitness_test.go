@@ -21,11 +21,13 @@ import (
 
 const driverName = "ebs.csi.diskplane.io"
 
-// fakeInstances is EC2 as the witness sees it: instance states by ID, an
-// error for every lookup when failing is set, and the IDs asked for.
-type fakeInstances struct {
+// fakeEC2 is EC2 as the witness sees it: instance states by ID, volumes by
+// ID, an error for every instance lookup when failing is set, and the
+// instance IDs asked for.
+type fakeEC2 struct {
 	mu      sync.Mutex
 	states  map[string]string
+	volumes map[string]*cloud.Volume
 	failing error
 	asked   []string
 	// gather, when set, holds each lookup (for up to a second) until that
@@ -34,7 +36,7 @@ type fakeInstances struct {
 	gather, inFlight, peak int
 }
 
-func (f *fakeInstances) GetInstance(_ context.Context, id string) (*cloud.Instance, error) {
+func (f *fakeEC2) GetInstance(_ context.Context, id string) (*cloud.Instance, error) {
 	f.mu.Lock()
 	f.inFlight++
 	f.peak = max(f.peak, f.inFlight)
@@ -56,7 +58,17 @@ func (f *fakeInstances) GetInstance(_ context.Context, id string) (*cloud.Instan
 	return &cloud.Instance{ID: id, State: s, StateTransitionReason: "User initiated (2026-11-29 10:00:00 GMT)"}, nil
 }
 
-func (f *fakeInstances) set(id, state string) {
+func (f *fakeEC2) GetVolume(_ context.Context, id string) (*cloud.Volume, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.volumes[id]
+	if !ok {
+		return nil, fmt.Errorf("volume %s: %w", id, cloud.ErrNotFound)
+	}
+	return v, nil
+}
+
+func (f *fakeEC2) set(id, state string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.states[id] = state
@@ -75,7 +87,7 @@ func node(name, id string, ready corev1.ConditionStatus, taints ...corev1.Taint)
 
 type fixture struct {
 	kube     *fake.Clientset
-	ec2      *fakeInstances
+	ec2      *fakeEC2
 	events   *record.FakeRecorder
 	registry *prometheus.Registry
 	w        *Witness
@@ -83,7 +95,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, objects ...any) *fixture {
 	t.Helper()
-	f := &fixture{kube: fake.NewClientset(), ec2: &fakeInstances{states: map[string]string{}},
+	f := &fixture{kube: fake.NewClientset(), ec2: &fakeEC2{states: map[string]string{}, volumes: map[string]*cloud.Volume{}},
 		events: record.NewFakeRecorder(100), registry: prometheus.NewRegistry()}
 	for _, o := range objects {
 		var err error
@@ -92,6 +104,10 @@ func newFixture(t *testing.T, objects ...any) *fixture {
 			_, err = f.kube.CoreV1().Nodes().Create(t.Context(), o, metav1.CreateOptions{})
 		case *storagev1.CSINode:
 			_, err = f.kube.StorageV1().CSINodes().Create(t.Context(), o, metav1.CreateOptions{})
+		case *storagev1.VolumeAttachment:
+			_, err = f.kube.StorageV1().VolumeAttachments().Create(t.Context(), o, metav1.CreateOptions{})
+		case *corev1.PersistentVolume:
+			_, err = f.kube.CoreV1().PersistentVolumes().Create(t.Context(), o, metav1.CreateOptions{})
 		}
 		if err != nil {
 			t.Fatal(err)

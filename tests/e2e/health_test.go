@@ -13,11 +13,14 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/diskplane/diskplane/pkg/driver/volumehealth"
+	"github.com/diskplane/diskplane/tests/e2e/poll"
 )
 
 // healthTimeout bounds the wait for the kubelet's report of a volume's
@@ -74,8 +77,12 @@ func TestVolumeHealth(t *testing.T) {
 	sc.waitFor("the kubelet's VolumeConditionAbnormal event on the pod", healthTimeout, func(ctx context.Context) (bool, string, error) {
 		sel := fields.Set{"involvedObject.kind": "Pod", "involvedObject.name": pod.Name, "reason": "VolumeConditionAbnormal"}.AsSelector().String()
 		events, err := env.client.CoreV1().Events(sc.ns).List(ctx, metav1.ListOptions{FieldSelector: sel})
-		if err != nil || len(events.Items) == 0 {
-			return false, "no such event yet", err
+		if err != nil {
+			// A busy API server's refusal is not the test's answer.
+			return false, "listing the events: " + err.Error(), nil
+		}
+		if len(events.Items) == 0 {
+			return false, "no such event yet", nil
 		}
 		// The kernel flushes ext4's error count to its super block a moment
 		// after it fails the writes: an event from before may name only the
@@ -93,38 +100,58 @@ func TestVolumeHealth(t *testing.T) {
 }
 
 // controllerCondition asks the plugin that serves the Controller service
-// for the volume (ControllerGetVolume) and returns its volume condition.
+// for the volume (ControllerGetVolume) and returns its volume condition. A
+// plugin that cannot answer for now (a controller container restarting on
+// a loaded machine, its socket not there yet) is asked again for a minute.
 func controllerCondition(t *testing.T, volumeID string) (abnormal bool, message string) {
 	t.Helper()
-	socket, err := env.driver.controllerSocket(t.Context())
+	var resp *csi.ControllerGetVolumeResponse
+	err := poll.Until(t.Context(), time.Minute, func(ctx context.Context) (bool, string, error) {
+		var err error
+		resp, err = controllerGetVolume(ctx, volumeID)
+		if status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded {
+			return false, err.Error(), nil
+		}
+		return err == nil, "", err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	// A pod's socket path is longer than a unix socket address may be:
-	// dial it through a short link.
-	dir, err := os.MkdirTemp("", "csi")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	link := filepath.Join(dir, "csi.sock")
-	if err := os.Symlink(socket, link); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("unix://"+link, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	resp, err := csi.NewControllerClient(conn).ControllerGetVolume(ctx, &csi.ControllerGetVolumeRequest{VolumeId: volumeID})
-	if err != nil {
-		t.Fatalf("ControllerGetVolume(%s) on %s: %v", volumeID, socket, err)
+		t.Fatalf("ControllerGetVolume(%s): %v", volumeID, err)
 	}
 	abnormal, message, ok := volumehealth.Condition(resp.GetStatus())
 	if !ok {
 		t.Fatalf("ControllerGetVolume(%s) carries no volume condition", volumeID)
 	}
 	return abnormal, message
+}
+
+// controllerGetVolume asks a Ready controller pod's plugin through its
+// socket, as external-health-monitor does.
+func controllerGetVolume(ctx context.Context, volumeID string) (*csi.ControllerGetVolumeResponse, error) {
+	socket, err := env.driver.controllerSocket(ctx)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	// A pod's socket path is longer than a unix socket address may be:
+	// dial it through a short link.
+	dir, err := os.MkdirTemp("", "csi")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	link := filepath.Join(dir, "csi.sock")
+	if err := os.Symlink(socket, link); err != nil {
+		return nil, err
+	}
+	conn, err := grpc.NewClient("unix://"+link, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	resp, err := csi.NewControllerClient(conn).ControllerGetVolume(ctx, &csi.ControllerGetVolumeRequest{VolumeId: volumeID})
+	if err != nil {
+		return nil, fmt.Errorf("on %s: %w", socket, err)
+	}
+	return resp, nil
 }
