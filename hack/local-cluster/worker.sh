@@ -28,6 +28,15 @@
 #                           die at once; its mounts stay as a crash leaves them
 #                           (the namespace is held) and the Node stays
 #                           registered, NotReady after the node monitor's grace
+#   worker.sh poweroff K    powers node K off as a shutdown from EC2 does: its
+#                           instance is stopped through EC2's API
+#                           (StopInstances), the node dies at once as under
+#                           kill (its kubelet says no goodbye), and its mounts
+#                           go as under down; the Node stays registered
+#   worker.sh hang K        node K's guest hangs: every process of the worker
+#                           is stopped (SIGSTOP) where it stands, its mounts
+#                           and devices stay held, and its instance keeps
+#                           running in EC2; kill, down or poweroff end it
 #   worker.sh cut K         cuts worker K off the API server, both ways (it cannot
 #                           reach port 6443, the apiserver cannot reach its
 #                           kubelet); pods, other workers and the host's other
@@ -49,6 +58,9 @@
 #   WORKER_INSTANCE_TYPE  (m5.large)
 #   NODE_TAINTS           (unset) taints every worker registers with (as up.sh)
 #   WORKER_READY_TIMEOUT  (180) seconds to wait for the Nodes to be Ready
+# Read by poweroff: EC2_ENDPOINT (http://127.0.0.1:8700, the local cluster's
+# ec2-emulator), AWS_REGION (us-east-1), AWS_ACCESS_KEY_ID and
+# AWS_SECRET_ACCESS_KEY (the emulator's local keys) to sign the call.
 # Worker k's instance ID is i-0d15c followed by k in 12 decimal digits, e.g.
 # i-0d15c000000000001. run/workers.tsv has one line per worker: name, IP,
 # zone, instance ID, instance type, /dev directory, devices cgroup, netns.
@@ -414,6 +426,67 @@ cmd_kill() {
   lc_log "killed $w_name (init pid $pid); its mounts stay in $w_dir/mntns until worker.sh down $w_k"
 }
 
+# worker_instance prints worker K's instance ID, from its record.
+worker_instance() {
+  local instance
+  read -r _ _ _ instance _ 2>/dev/null <"$w_dir/tsv" || lc_die "$w_name has no record in $w_dir/tsv"
+  echo "$instance"
+}
+
+# ec2_call ACTION PARAMS sends one call to EC2's Query API, signed with
+# Signature Version 4, and prints the answer.
+ec2_call() {
+  curl -fsS --max-time 30 --aws-sigv4 "aws:amz:${AWS_REGION:-us-east-1}:ec2" \
+    --user "${AWS_ACCESS_KEY_ID:-local-cluster}:${AWS_SECRET_ACCESS_KEY:-local-cluster-not-a-secret}" \
+    --data "Action=$1&Version=2016-11-15&$2" "${EC2_ENDPOINT:-http://127.0.0.1:8700}/"
+}
+
+cmd_poweroff() {
+  worker_vars "$1"
+  [[ -d $w_dir ]] || lc_die "no $w_name"
+  local instance pid
+  instance=$(worker_instance)
+  ec2_call StopInstances "InstanceId.1=$instance" >/dev/null || lc_die "EC2 did not stop $instance"
+  lc_log "stopped instance $instance through EC2"
+  if pid=$(lc_worker_init_pid "$w_k"); then
+    kill -KILL "$pid"
+    wait_init_gone
+  fi
+  worker_down "$w_k"
+  lc_log "powered $w_name off: instance $instance stopping, its processes and mounts gone"
+}
+
+# worker_processes prints the host PIDs of the worker's init and of every
+# process below it (the shims are its orphans, the containers theirs).
+worker_processes() {
+  local init=$1
+  ps -e -o pid=,ppid= | awk -v root="$init" '
+    { parent[$1] = $2 }
+    END {
+      for (p in parent) {
+        q = p
+        for (depth = 0; q != "" && q != 0 && depth < 64; depth++) {
+          if (q == root) { print p; break }
+          q = parent[q]
+        }
+      }
+    }'
+}
+
+cmd_hang() {
+  worker_vars "$1"
+  local pid p round stopped=0
+  pid=$(lc_worker_init_pid "$w_k") || lc_die "$w_name is not running"
+  # Twice over: a process forked while the first round ran is stopped by
+  # the second.
+  for round in 1 2; do
+    for p in $(worker_processes "$pid"); do
+      kill -STOP "$p" 2>/dev/null && ((++stopped)) || true
+    done
+  done
+  lc_log "$w_name hangs: $stopped stops sent below init $pid; its instance $(worker_instance) still runs (worker.sh poweroff $w_k ends it)"
+}
+
 # unshare_pid prints the PID of the worker's unshare while it runs.
 unshare_pid() {
   local parent
@@ -582,6 +655,8 @@ case $command in
   up) cmd_up "$@" ;;
   init) cmd_init "$@" ;;
   kill) cmd_kill "$@" ;;
+  poweroff) cmd_poweroff "$@" ;;
+  hang) cmd_hang "$@" ;;
   cut) cmd_cut "$@" ;;
   uncut) cmd_uncut "$@" ;;
   down) cmd_down "$@" ;;

@@ -69,6 +69,8 @@ func TestControllerLeavesANodeThatIsOff(t *testing.T) {
 		{corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}, -1},
 		{corev1.Taint{Key: "example.com/maintenance", Effect: corev1.TaintEffectNoExecute}, -1},
 		{corev1.Taint{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoSchedule}, 0},
+		// The node plugin's startup taint: not the controller's concern.
+		{corev1.Taint{Key: "ebs.csi.diskplane.io/agent-not-ready", Effect: corev1.TaintEffectNoExecute}, 0},
 	} {
 		got := int64(-1)
 		for _, tol := range tolerations {

@@ -32,40 +32,79 @@ const witnessLook = 15 * time.Second
 // dead node NotReady (the node monitor's grace period, 50 s, and its look).
 const nodeNotReadyTimeout = 3 * time.Minute
 
-// TestNodeLoss kills the worker that runs a StatefulSet's pod, with the
+// lossKind is how a node is lost in TestNodeLoss.
+type lossKind int
+
+const (
+	// controllersNode: the node runs the leader of every sidecar and of
+	// the node witness; it is powered off through EC2.
+	controllersNode lossKind = iota
+	// poweredOff: a node without a controller replica, powered off
+	// through EC2.
+	poweredOff
+	// killedRunning: the node dies but EC2 still reports its instance
+	// running (as in a partition); the pod is force-deleted.
+	killedRunning
+)
+
+// TestNodeLoss loses the worker that runs a StatefulSet's pod, with the
 // pod's volume attached and mounted: its kubelet, containerd, node plugin
-// and containers die at once, and the worker is powered off (its mounts
-// go). The pod must run on the other worker of the zone with its data, the
-// volume moving between the instances and never attached to both.
-//   - EC2 as the witness: the machine's instance is stopped in EC2; no one
-//     touches the cluster. The controller's node witness sees the Node
-//     NotReady and its instance stopped, taints it out-of-service (with its
-//     event), and Kubernetes deletes its pods and detaches their volumes at
-//     once. When the worker is back the witness takes its taint away.
+// and containers die at once. The pod must run on the other worker of the
+// zone with its data, the volume moving between the instances and never
+// attached to both.
+//   - the controller's node: the worker also runs the controller replica
+//     that leads every sidecar and the node witness, and is powered off
+//     through EC2 (StopInstances); no one touches the cluster. The other
+//     replica takes the Leases over, its node witness sees the Node
+//     NotReady and its instance stopped and taints it out-of-service, the
+//     dead replica is evicted at once and replaced, and Kubernetes deletes
+//     the pod and detaches its volume. When the worker is back the witness
+//     takes its taint away.
+//   - EC2 as the witness: the same for a worker without a controller
+//     replica. It runs with E2E_MULTINODE_PROFILE=full (the controller's
+//     node proves the witness in CI).
 //   - force-deleted pod, no taint: EC2 still reports the instance running
 //     (as in a partition), so nothing taints the node; the pod is
 //     force-deleted, and Kubernetes detaches the volume only after its
 //     six-minute wait for an unmount the dead node never confirms. It runs
 //     with E2E_MULTINODE_PROFILE=full.
 func TestNodeLoss(t *testing.T) {
-	t.Run("EC2 as the witness", func(t *testing.T) { nodeLoss(t, true) })
+	t.Run("the controller's node, EC2 as the witness", func(t *testing.T) { nodeLoss(t, controllersNode) })
+	t.Run("EC2 as the witness", func(t *testing.T) {
+		fullProfileOnly(t, "the controller's node proves the witness in CI")
+		nodeLoss(t, poweredOff)
+	})
 	t.Run("force-deleted pod without the taint", func(t *testing.T) {
-		if os.Getenv("E2E_MULTINODE_PROFILE") != "full" {
-			t.Skip("waits out Kubernetes' six-minute forced detach; E2E_MULTINODE_PROFILE=full runs it")
-		}
-		nodeLoss(t, false)
+		fullProfileOnly(t, "waits out Kubernetes' six-minute forced detach")
+		nodeLoss(t, killedRunning)
 	})
 }
 
-func nodeLoss(t *testing.T, stopped bool) {
-	zone, pair := zoneWithTwoWorkers(t)
-	victim, survivor := pair[0], pair[1]
-	if controllerOn(t, victim.name) {
-		victim, survivor = survivor, victim
+// fullProfileOnly skips a scenario outside E2E_MULTINODE_PROFILE=full.
+func fullProfileOnly(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("E2E_MULTINODE_PROFILE") != "full" {
+		t.Skip(why + "; E2E_MULTINODE_PROFILE=full runs it")
 	}
-	if controllerOn(t, victim.name) {
-		t.Fatalf("the controller runs on both workers of %s", zone)
+}
+
+func nodeLoss(t *testing.T, kind lossKind) {
+	var zone string
+	var victim, survivor worker
+	if kind == controllersNode {
+		zone, victim, survivor = leadersOnOneWorker(t)
+	} else {
+		var pair []worker
+		zone, pair = zoneWithTwoWorkers(t)
+		victim, survivor = pair[0], pair[1]
+		if controllerOn(t, victim.name) {
+			victim, survivor = survivor, victim
+		}
+		if controllerOn(t, victim.name) {
+			t.Fatalf("the controller runs on both workers of %s", zone)
+		}
 	}
+	stopped := kind != killedRunning
 	ns := newNamespace(t, "nodeloss")
 	pod := createDataStatefulSet(t, ns, "db", zone, victim.name)
 	if pod.Spec.NodeName != victim.name {
@@ -75,16 +114,15 @@ func nodeLoss(t *testing.T, stopped bool) {
 	checkOnlyOn(t, volumeID, victim.name)
 
 	start := time.Now()
-	workerTool(t, "kill", victim)
 	t.Cleanup(func() { restoreWorker(t, victim, stopped) })
 	if stopped {
-		// The machine is off: its instance stopped in EC2 (a detach no
-		// longer waits for its guest).
-		if err := env.emulator.SetInstanceState(t.Context(), victim.instanceID, model.InstanceStopped); err != nil {
-			t.Fatal(err)
-		}
+		// The machine is off: its instance stopped through EC2 (a detach
+		// no longer waits for its guest), its mounts gone.
+		workerTool(t, "poweroff", victim)
+	} else {
+		workerTool(t, "kill", victim)
+		workerTool(t, "down", victim)
 	}
-	workerTool(t, "down", victim)
 	waitNode(t, victim.name, false, nodeNotReadyTimeout)
 	t.Logf("%s NotReady %s after it died", victim.name, time.Since(start).Round(time.Second))
 	if stopped {
@@ -100,11 +138,17 @@ func nodeLoss(t *testing.T, stopped bool) {
 	if pod.Spec.NodeName != survivor.name {
 		t.Errorf("the pod runs on %s, want %s", pod.Spec.NodeName, survivor.name)
 	}
+	moved := time.Since(start)
 	checkOnlyOn(t, volumeID, survivor.name)
 	neverShared(t, volumeID)
+	if kind == controllersNode {
+		waitControllersElsewhere(t, victim.name)
+		t.Logf("two controller replicas Ready, none on %s, %s after it died", victim.name, time.Since(start).Round(time.Second))
+	}
 	t.Logf("figure: node loss (%s): the pod ran on %s %s after %s died (floor: node monitor grace 50 s + detach + attach = %s)",
-		map[bool]string{true: "instance stopped, EC2 as the witness", false: "force delete, six-minute forced detach"}[stopped],
-		survivor.name, time.Since(start).Round(time.Second), victim.name, 50*time.Second+moveFloor())
+		map[lossKind]string{controllersNode: "the controller leader's node, powered off, EC2 as the witness",
+			poweredOff: "powered off, EC2 as the witness", killedRunning: "force delete, six-minute forced detach"}[kind],
+		survivor.name, moved.Round(time.Second), victim.name, 50*time.Second+moveFloor())
 }
 
 // waitPodReadyWithin is waitPodReady with its own bound: a node loss
