@@ -24,7 +24,8 @@ const (
 	// gone; it gets the out-of-service taint.
 	Taint Decision = "taint"
 	// Untaint: the Node carries the witness's taint, is Ready again and
-	// its instance runs; the taint goes.
+	// its instance runs; the taint goes. Also a Ready Node whose taint
+	// someone removed by hand: the witness's annotation goes.
 	Untaint Decision = "untaint"
 	// Keep: the Node already carries the out-of-service taint and nothing
 	// says it should go (or it is not the witness's to remove).
@@ -63,6 +64,9 @@ type facts struct {
 // component's out-of-service taint is never removed.
 func decide(f facts) (Decision, string) {
 	if f.ready == corev1.ConditionTrue {
+		if f.ours && !f.tainted {
+			return Untaint, "the out-of-service taint was removed by hand; the witness's annotation goes with it"
+		}
 		if f.tainted && f.ours {
 			if f.instance != nil && f.instance.State == cloud.InstanceRunning {
 				return Untaint, fmt.Sprintf("the Node is Ready and EC2 reports instance %s running", f.instanceID)

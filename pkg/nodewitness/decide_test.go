@@ -36,6 +36,7 @@ func TestDecide(t *testing.T) {
 		{"unreachable, our taint, running again", facts{ready: corev1.ConditionUnknown, instanceID: id, instance: in(cloud.InstanceRunning, ""), tainted: true, ours: true}, Keep, ""},
 		{"ready, our taint, running", facts{ready: corev1.ConditionTrue, instanceID: id, instance: in(cloud.InstanceRunning, ""), tainted: true, ours: true}, Untaint, "running"},
 		{"ready, our taint, EC2 failing", facts{ready: corev1.ConditionTrue, instanceID: id, lookupErr: errors.New("down"), tainted: true, ours: true}, Keep, ""},
+		{"ready, our taint removed by hand", facts{ready: corev1.ConditionTrue, instanceID: id, instance: in(cloud.InstanceRunning, ""), ours: true}, Untaint, "removed by hand"},
 		{"ready, someone's taint", facts{ready: corev1.ConditionTrue, instanceID: id, instance: in(cloud.InstanceRunning, ""), tainted: true}, Ready, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

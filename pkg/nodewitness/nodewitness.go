@@ -202,12 +202,12 @@ func (w *Witness) Sync(ctx context.Context) error {
 const maxConcurrentLooks = 32
 
 // facts is what the Node itself says; look is false for the usual case,
-// a Ready Node without the witness's taint, which needs no question to
-// EC2.
+// a Ready Node without the witness's annotation, which needs no question
+// to EC2.
 func (w *Witness) facts(node *corev1.Node) (f facts, look bool) {
 	f = facts{ready: readyStatus(node), tainted: hasTaint(node)}
 	_, f.ours = node.Annotations[w.annotation()]
-	return f, f.ready != corev1.ConditionTrue || (f.tainted && f.ours)
+	return f, f.ready != corev1.ConditionTrue || f.ours
 }
 
 // syncNode completes the facts about one Node with EC2's, decides and
@@ -241,7 +241,9 @@ func (w *Witness) syncNode(ctx context.Context, node *corev1.Node, f facts) bool
 			return true
 		}
 		klog.InfoS("Node's out-of-service taint removed", "node", node.Name, "instanceID", f.instanceID, "evidence", evidence)
-		w.event(node, corev1.EventTypeNormal, ReasonUntainted, "Removed "+TaintKey+": "+evidence)
+		if f.tainted {
+			w.event(node, corev1.EventTypeNormal, ReasonUntainted, "Removed "+TaintKey+": "+evidence)
+		}
 		return false
 	case InstanceRunning, Undecided:
 		klog.V(2).InfoS("Node is not Ready; not tainted", "node", node.Name, "instanceID", f.instanceID, "decision", decision, "evidence", evidence)

@@ -253,6 +253,29 @@ func TestARunningInstanceIsNeverTainted(t *testing.T) {
 	}
 }
 
+func TestATaintRemovedByHandTakesTheAnnotation(t *testing.T) {
+	const a = "i-0000000000000000a"
+	f := newFixture(t, node("worker-1", a, corev1.ConditionUnknown))
+	f.ec2.set(a, cloud.InstanceStopped)
+	f.sync(t)
+	f.event()
+	// Back, and a human removed the taint first, leaving the annotation.
+	n := f.node(t, "worker-1")
+	n.Spec.Taints = nil
+	n.Status.Conditions[0].Status = corev1.ConditionTrue
+	if _, err := f.kube.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.ec2.set(a, cloud.InstanceRunning)
+	f.sync(t)
+	if n := f.node(t, "worker-1"); hasTaint(n) || n.Annotations[driverName+AnnotationSuffix] != "" {
+		t.Fatalf("after the taint was removed by hand: taints %+v, annotations %v", n.Spec.Taints, n.Annotations)
+	}
+	if e := f.event(); e != "" {
+		t.Fatalf("removing only the annotation recorded %q", e)
+	}
+}
+
 func TestAnotherTaintIsNotTheWitnesss(t *testing.T) {
 	const a = "i-0000000000000000a"
 	operators := corev1.Taint{Key: TaintKey, Value: TaintValue, Effect: corev1.TaintEffectNoExecute}
