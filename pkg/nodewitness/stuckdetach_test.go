@@ -85,7 +85,7 @@ func TestStuckDetaches(t *testing.T) {
 				t.Fatalf("pending-detach points = %d, want state %q", got, tc.wantGauge)
 			}
 			if tc.wantGauge != "" {
-				if got := value(t, f.w.pending.WithLabelValues(volumeA, "worker-1", tc.wantGauge)); got < tc.va.DeletionTimestamp.Sub(time.Now()).Abs().Seconds()-1 {
+				if got := value(t, f.w.pending.WithLabelValues(volumeA, "worker-1", tc.wantGauge)); got < time.Since(tc.va.DeletionTimestamp.Time).Seconds()-1 {
 					t.Fatalf("pending seconds = %v", got)
 				}
 			}

@@ -21,25 +21,12 @@ import (
 // keyring, out of the plugin's reach). Either way the capacity returned is
 // the volume's device's size as measured now.
 func (s *Service) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
-	volumeID, volumePath := req.GetVolumeId(), req.GetVolumePath()
-	if err := checkVolumeID(volumeID); err != nil {
+	r, err := s.parseExpand(req)
+	defer wipe(r.passphrase)
+	if err != nil {
 		return nil, err
 	}
-	if err := checkVolumePath(volumeID, volumePath); err != nil {
-		return nil, err
-	}
-	if staging := req.GetStagingTargetPath(); staging != "" {
-		if err := checkPath("staging target path", staging); err != nil {
-			return nil, err
-		}
-	}
-	block := false
-	if c := req.GetVolumeCapability(); c != nil {
-		var err error
-		if block, err = s.checkCapability(c); err != nil {
-			return nil, err
-		}
-	}
+	volumeID, volumePath, block := r.volumeID, r.volumePath, r.block
 	release, err := s.acquire(volumeID)
 	if err != nil {
 		return nil, err
@@ -54,9 +41,7 @@ func (s *Service) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolum
 		return nil, status.Errorf(codes.Internal, "find the encrypted mapping of volume %s: %v", volumeID, err)
 	}
 	if mapping != "" {
-		pass := passphrase(req.GetSecrets())
-		err := s.os.ResizeEncrypted(ctx, volumeID, pass)
-		wipe(pass)
+		err := s.os.ResizeEncrypted(ctx, volumeID, r.passphrase)
 		if errors.Is(err, mounter.ErrPassphraseNeeded) && s.unlocks.setGrowPending(volumeID, true) {
 			return nil, status.Errorf(codes.FailedPrecondition, "grow the encrypted mapping of volume %s: %v: its key is in KMS, and the kubelet "+
 				"passes no token to NodeExpandVolume; the next NodePublishVolume of a pod allowed to unlock it grows it "+
@@ -92,7 +77,7 @@ func (s *Service) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolum
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "measure volume %s: %v", volumeID, err)
 	}
-	if required := req.GetCapacityRange().GetRequiredBytes(); size < required {
+	if required := r.requiredBytes; size < required {
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"volume %s is %d bytes on this node, less than the %d requested: the volume's modification has not reached the device yet", volumeID, size, required)
 	}

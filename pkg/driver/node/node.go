@@ -9,6 +9,13 @@
 // already mounted before it acts, which also makes each of them idempotent.
 // The service reaches the OS only through mounter.Mounter and needs no cloud
 // credentials.
+//
+// NodeStageVolume, NodePublishVolume and NodeExpandVolume parse their
+// request once, at the edge (request.go: the capability, the volume
+// context's encryption, key and filesystem, the secrets' passphrase, the
+// publish context's device name), refusing bad input there before any
+// work; the steps after it decide from that value and never read the
+// request's maps again.
 package node
 
 import (

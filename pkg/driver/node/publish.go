@@ -23,43 +23,23 @@ import (
 // unlocked with the pod's own service-account token (unlockForPublish):
 // only here does the kubelet pass one.
 func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
-	volumeID, target, staging := req.GetVolumeId(), req.GetTargetPath(), req.GetStagingTargetPath()
-	if err := checkVolumeID(volumeID); err != nil {
-		return nil, err
-	}
-	if err := checkPath("target path", target); err != nil {
-		return nil, err
-	}
-	block, err := s.checkCapability(req.GetVolumeCapability())
+	r, err := s.parsePublish(req)
 	if err != nil {
 		return nil, err
 	}
-	if !block {
-		if err := checkPath("staging target path", staging); err != nil {
-			return nil, err
-		}
-	}
-	readOnly := req.GetReadonly() || readerOnly(req.GetVolumeCapability())
-	if err := s.checkReadOnlyPublish(req, block); err != nil {
-		return nil, err
-	}
-	options := publishMountOptions(readOnly, req.GetVolumeCapability().GetMount().GetMountFlags())
-	release, err := s.acquire(volumeID)
+	options := publishMountOptions(r.readOnly, r.volume.capability.GetMount().GetMountFlags())
+	release, err := s.acquire(r.volumeID)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 
-	if block {
-		return s.publishBlock(ctx, req, options)
-	}
-	keyed, err := s.kmsKeyed(req.GetVolumeContext())
-	if err != nil {
-		return nil, err
+	if r.volume.block {
+		return s.publishBlock(ctx, r, options)
 	}
 	authorized := func() {}
-	if keyed {
-		answered, commit, err := s.unlockForPublish(ctx, req, readOnly)
+	if r.volume.keys == fromKMSKey {
+		answered, commit, err := s.unlockForPublish(ctx, r)
 		if err != nil {
 			return nil, err
 		}
@@ -68,62 +48,51 @@ func (s *Service) NodePublishVolume(ctx context.Context, req *csi.NodePublishVol
 		}
 		authorized = commit
 	}
-	staged, err := s.os.IsMountPoint(staging)
+	staged, err := s.os.IsMountPoint(r.staging)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, status.Errorf(codes.Internal, "check whether volume %s is staged at %s: %v", volumeID, staging, err)
+		return nil, status.Errorf(codes.Internal, "check whether volume %s is staged at %s: %v", r.volumeID, r.staging, err)
 	}
 	if !staged {
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s; stage it first", volumeID, staging)
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at %s; stage it first", r.volumeID, r.staging)
 	}
-	if err := s.checkSingleWriter(req, staging); err != nil {
+	if err := s.checkSingleWriter(r, r.staging); err != nil {
 		return nil, err
 	}
-	mounted, err := s.prepareMountPoint(target, s.os.MakeDir)
+	mounted, err := s.prepareMountPoint(r.target, s.os.MakeDir)
 	if err != nil {
 		return nil, err
 	}
 	if mounted {
-		if err := s.checkSamePublication(volumeID, target, options); err != nil {
+		if err := s.checkSamePublication(r.volumeID, r.target, options); err != nil {
 			return nil, err
 		}
-		klog.V(4).InfoS("Volume already published", "volumeID", volumeID, "targetPath", target)
+		klog.V(4).InfoS("Volume already published", "volumeID", r.volumeID, "targetPath", r.target)
 		authorized()
 		return &csi.NodePublishVolumeResponse{}, nil
 	}
-	if err := s.os.BindMount(staging, target, options); err != nil {
-		return nil, osError(ctx, fmt.Sprintf("publish volume %s at %s", volumeID, target), err)
+	if err := s.os.BindMount(r.staging, r.target, options); err != nil {
+		return nil, osError(ctx, fmt.Sprintf("publish volume %s at %s", r.volumeID, r.target), err)
 	}
 	authorized()
-	klog.V(2).InfoS("Published volume", "volumeID", volumeID, "targetPath", target, "readOnly", slices.Contains(options, "ro"))
+	klog.V(2).InfoS("Published volume", "volumeID", r.volumeID, "targetPath", r.target, "readOnly", slices.Contains(options, "ro"))
 	return &csi.NodePublishVolumeResponse{}, nil
 }
 
 // publishBlock bind-mounts the volume's device node onto a file at the
 // target path; for a volume encrypted on the node, the node of its LUKS
 // mapping, which NodeStageVolume opened.
-func (s *Service) publishBlock(ctx context.Context, req *csi.NodePublishVolumeRequest, options []string) (*csi.NodePublishVolumeResponse, error) {
-	volumeID, target := req.GetVolumeId(), req.GetTargetPath()
-	encrypted, err := s.nodeEncryption(req.GetVolumeContext())
+func (s *Service) publishBlock(ctx context.Context, r publishRequest, options []string) (*csi.NodePublishVolumeResponse, error) {
+	volumeID, target := r.volumeID, r.target
+	device, err := s.findDevice(ctx, volumeID, r.devicePath)
 	if err != nil {
 		return nil, err
 	}
-	keyed, err := s.kmsKeyed(req.GetVolumeContext())
-	if err != nil {
-		return nil, err
-	}
-	if keyed {
-		return nil, errNoBlockTokens(volumeID)
-	}
-	device, err := s.findDevice(ctx, volumeID, req.GetPublishContext())
-	if err != nil {
-		return nil, err
-	}
-	if encrypted {
+	if r.volume.encrypted() {
 		if device, err = s.stagedMapping(volumeID, device); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.checkSingleWriter(req, device); err != nil {
+	if err := s.checkSingleWriter(r, device); err != nil {
 		return nil, err
 	}
 	mounted, err := s.prepareMountPoint(target, s.os.MakeFile)
@@ -150,14 +119,14 @@ func (s *Service) publishBlock(ctx context.Context, req *csi.NodePublishVolumeRe
 // mounts the volume read-only into the pod only when the kubelet's publish
 // says so (the pod's or the PersistentVolume's readOnly), so the pod could
 // write to a read-only volume.
-func (s *Service) checkReadOnlyPublish(req *csi.NodePublishVolumeRequest, block bool) error {
-	if s.platform.ReadOnlyPublish || block || !readerOnly(req.GetVolumeCapability()) || req.GetReadonly() {
+func (s *Service) checkReadOnlyPublish(volumeID string, v volumeSpec, readonly bool) error {
+	if s.platform.ReadOnlyPublish || v.block || !readerOnly(v.capability) || readonly {
 		return nil
 	}
 	return status.Errorf(codes.InvalidArgument,
 		"volume %s has the read-only access mode %s, but a %s node cannot make its publication read-only and the request is not readonly: "+
 			"set readOnly: true on the pod's volume (persistentVolumeClaim.readOnly) or on the PersistentVolume (csi.readOnly)",
-		req.GetVolumeId(), req.GetVolumeCapability().GetAccessMode().GetMode(), s.platform.OS)
+		volumeID, v.capability.GetAccessMode().GetMode(), s.platform.OS)
 }
 
 // checkSamePublication answers a NodePublishVolume whose target is mounted
@@ -193,23 +162,23 @@ func (s *Service) checkSamePublication(volumeID, target string, options []string
 // a repeat of the same publication passes. SINGLE_NODE_WRITER is not held
 // to one target: COs that predate the single/multi writer modes use it for
 // every pod of the node that shares a ReadWriteOnce volume.
-func (s *Service) checkSingleWriter(req *csi.NodePublishVolumeRequest, source string) error {
-	if req.GetVolumeCapability().GetAccessMode().GetMode() != csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER {
+func (s *Service) checkSingleWriter(r publishRequest, source string) error {
+	if r.volume.capability.GetAccessMode().GetMode() != csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER {
 		return nil
 	}
-	target := filepath.Clean(req.GetTargetPath())
+	target := filepath.Clean(r.target)
 	if mounted, err := s.os.IsMountPoint(target); err == nil && mounted {
 		return nil // published here already: the repeat is answered as such
 	}
 	refs, err := s.os.MountRefs(source)
 	if err != nil {
-		return status.Errorf(codes.Internal, "find where volume %s is published: %v", req.GetVolumeId(), err)
+		return status.Errorf(codes.Internal, "find where volume %s is published: %v", r.volumeID, err)
 	}
 	for _, ref := range refs {
 		if filepath.Clean(ref) != target {
 			return status.Errorf(codes.FailedPrecondition,
 				"volume %s has access mode SINGLE_NODE_SINGLE_WRITER and is already published at %s; unpublish it there first",
-				req.GetVolumeId(), ref)
+				r.volumeID, ref)
 		}
 	}
 	return nil

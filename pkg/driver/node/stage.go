@@ -25,71 +25,39 @@ import (
 // verified: the kubelet passes the token that unlocks it to
 // NodePublishVolume alone, which does the rest (unlockForPublish).
 func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
-	volumeID, staging := req.GetVolumeId(), req.GetStagingTargetPath()
-	if err := checkVolumeID(volumeID); err != nil {
-		return nil, err
-	}
-	if err := checkPath("staging target path", staging); err != nil {
-		return nil, err
-	}
-	block, err := s.checkCapability(req.GetVolumeCapability())
+	r, err := s.parseStage(req)
+	defer wipe(r.passphrase)
 	if err != nil {
 		return nil, err
 	}
-	encrypted, err := s.nodeEncryption(req.GetVolumeContext())
-	if err != nil {
-		return nil, err
-	}
-	keyed, err := s.kmsKeyed(req.GetVolumeContext())
-	if err != nil {
-		return nil, err
-	}
-	if keyed {
-		if err := checkUnlockable(req, block); err != nil {
-			return nil, err
-		}
-	}
-	if block && !encrypted {
+	v := r.volume
+	if v.block && !v.encrypted() {
 		return &csi.NodeStageVolumeResponse{}, nil
 	}
-	var fsType string
-	var format volumecontext.FormatOptions
-	if !block {
-		if fsType, format, err = s.filesystemOf(req.GetVolumeCapability(), req.GetVolumeContext()); err != nil {
-			return nil, err
-		}
-	}
-	var pass []byte
-	if encrypted && !keyed {
-		if pass, err = stagePassphrase(volumeID, req.GetSecrets()); err != nil {
-			return nil, err
-		}
-		defer wipe(pass)
-	}
-	release, err := s.acquire(volumeID)
+	release, err := s.acquire(r.volumeID)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 
-	device, err := s.findDevice(ctx, volumeID, req.GetPublishContext())
+	device, err := s.findDevice(ctx, r.volumeID, r.devicePath)
 	if err != nil {
 		return nil, err
 	}
-	if keyed {
-		klog.V(2).InfoS("Verified the device of a volume whose key is in KMS; each pod's publish unlocks it", "volumeID", volumeID, "device", device)
+	switch v.keys {
+	case fromKMSKey:
+		klog.V(2).InfoS("Verified the device of a volume whose key is in KMS; each pod's publish unlocks it", "volumeID", r.volumeID, "device", device)
 		return &csi.NodeStageVolumeResponse{}, nil
-	}
-	if encrypted {
-		if device, err = s.openEncrypted(ctx, volumeID, device, mounter.LUKSKey{Secret: pass}, stageSecret); err != nil {
+	case fromSecret:
+		if device, err = s.openEncrypted(ctx, r.volumeID, device, mounter.LUKSKey{Secret: r.passphrase}, stageSecret); err != nil {
 			return nil, err
 		}
-		if block {
-			klog.V(2).InfoS("Staged encrypted block volume", "volumeID", volumeID, "mapping", device)
+		if v.block {
+			klog.V(2).InfoS("Staged encrypted block volume", "volumeID", r.volumeID, "mapping", device)
 			return &csi.NodeStageVolumeResponse{}, nil
 		}
 	}
-	if err := s.mountStaging(ctx, volumeID, device, staging, fsType, format, req.GetVolumeCapability()); err != nil {
+	if err := s.mountStaging(ctx, r.volumeID, device, r.staging, v); err != nil {
 		return nil, err
 	}
 	return &csi.NodeStageVolumeResponse{}, nil
@@ -100,7 +68,7 @@ func (s *Service) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeR
 // if the volume was expanded while it was detached. A staging path that
 // holds the device already is left as it is (and grown); one that holds
 // anything else is refused.
-func (s *Service) mountStaging(ctx context.Context, volumeID, device, staging, fsType string, format volumecontext.FormatOptions, c *csi.VolumeCapability) error {
+func (s *Service) mountStaging(ctx context.Context, volumeID, device, staging string, v volumeSpec) error {
 	mounted, err := s.prepareMountPoint(staging, s.os.MakeDir)
 	if err != nil {
 		return err
@@ -116,11 +84,11 @@ func (s *Service) mountStaging(ctx context.Context, volumeID, device, staging, f
 		}
 		klog.V(4).InfoS("Volume already staged", "volumeID", volumeID, "device", device, "stagingPath", staging)
 	} else {
-		options := stageMountOptions(fsType, c.GetMount().GetMountFlags())
-		if err := s.os.FormatAndMount(volumeID, device, staging, fsType, format.MkfsArgs(fsType), options); err != nil {
+		options := stageMountOptions(v.fsType, v.capability.GetMount().GetMountFlags())
+		if err := s.os.FormatAndMount(volumeID, device, staging, v.fsType, v.format.MkfsArgs(v.fsType), options); err != nil {
 			return osError(ctx, fmt.Sprintf("mount volume %s (%s) at %s", volumeID, device, staging), err)
 		}
-		klog.V(2).InfoS("Staged volume", "volumeID", volumeID, "device", device, "fsType", fsType, "stagingPath", staging)
+		klog.V(2).InfoS("Staged volume", "volumeID", volumeID, "device", device, "fsType", v.fsType, "stagingPath", staging)
 	}
 	// Grow the filesystem if the volume was expanded while it was detached.
 	// Also done for a volume staged already, so a stage that failed here

@@ -189,9 +189,9 @@ func (s *Service) acquire(volumeID string) (func(), error) {
 }
 
 // findDevice finds and verifies the device of a volume, starting where
-// the attachment's device name in the publish context points.
-func (s *Service) findDevice(ctx context.Context, volumeID string, publishContext map[string]string) (string, error) {
-	device, err := s.os.FindDevice(ctx, volumeID, publishContext[volumecontext.DevicePathKey])
+// the attachment's device name (the publish context's) points.
+func (s *Service) findDevice(ctx context.Context, volumeID, devicePath string) (string, error) {
+	device, err := s.os.FindDevice(ctx, volumeID, devicePath)
 	if err != nil {
 		return "", osError(ctx, fmt.Sprintf("find the device of volume %s", volumeID), err)
 	}

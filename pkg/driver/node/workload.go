@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -51,40 +50,12 @@ func newUnlockMetrics(reg prometheus.Registerer) (*unlockMetrics, error) {
 	return m, nil
 }
 
-// kmsKeyed reports whether a volume context asks for a volume the node
-// encrypts with a key KMS wraps; an unknown encryption or key source, or
-// encryption this node's OS cannot do, is InvalidArgument.
-func (s *Service) kmsKeyed(vc map[string]string) (bool, error) {
-	encrypted, err := s.nodeEncryption(vc)
-	if err != nil || !encrypted {
-		return false, err
-	}
-	source, err := volumecontext.KeySource(vc)
-	if err != nil {
-		return false, status.Errorf(codes.InvalidArgument, "volume context: %v", err)
-	}
-	return source == volumecontext.KeySourceKMS, nil
-}
-
 // errNoBlockTokens refuses raw block access to a volume whose key KMS
 // wraps: the kubelet gives block volumes no token, so no pod could unlock it.
 func errNoBlockTokens(volumeID string) error {
 	return status.Errorf(codes.InvalidArgument, "volume %s's key is in KMS (%s: %s), which needs the pod's service-account token: "+
 		"the kubelet passes none to raw block volumes; use volumeMode: Filesystem", volumeID,
 		volumecontext.NodeEncryptionKeySourceKey, volumecontext.KeySourceKMS)
-}
-
-// checkUnlockable checks a NodeStageVolume request of a volume whose key
-// KMS wraps: raw block access is refused (no pod could unlock it), and the
-// key's entries must be in the volume context.
-func checkUnlockable(req *csi.NodeStageVolumeRequest, block bool) error {
-	if block {
-		return errNoBlockTokens(req.GetVolumeId())
-	}
-	if _, err := volumecontext.KMSKeyOf(req.GetVolumeContext()); err != nil {
-		return status.Errorf(codes.InvalidArgument, "volume %s: %v", req.GetVolumeId(), err)
-	}
-	return nil
 }
 
 // unlockForPublish authorises one publication of a volume whose key KMS
@@ -103,14 +74,9 @@ func checkUnlockable(req *csi.NodeStageVolumeRequest, block bool) error {
 // answer is PermissionDenied and the pod's mount stays (the kubelet reports
 // the error on the pod and unmounts nothing). Otherwise the caller binds
 // the target and calls commit once it is published.
-func (s *Service) unlockForPublish(ctx context.Context, req *csi.NodePublishVolumeRequest, readOnly bool) (answered bool, commit func(), err error) {
-	volumeID, target, staging := req.GetVolumeId(), req.GetTargetPath(), req.GetStagingTargetPath()
-	vc := req.GetVolumeContext()
-	key, err := volumecontext.KMSKeyOf(vc)
-	if err != nil {
-		return false, nil, status.Errorf(codes.InvalidArgument, "volume %s: %v", volumeID, err)
-	}
-	tok, err := s.podToken(ctx, req)
+func (s *Service) unlockForPublish(ctx context.Context, r publishRequest) (answered bool, commit func(), err error) {
+	volumeID, target, staging, readOnly, key := r.volumeID, r.target, r.staging, r.readOnly, r.volume.kms
+	tok, err := s.podToken(ctx, r)
 	if err != nil {
 		return false, nil, err
 	}
@@ -141,7 +107,7 @@ func (s *Service) unlockForPublish(ctx context.Context, req *csi.NodePublishVolu
 	klog.V(2).InfoS("Pod authorised to unlock volume", "volumeID", volumeID, "targetPath", target, "serviceAccount", who.subject,
 		"role", key.RoleARN, "tokenFrom", tok.Place.String())
 
-	if err := s.openUnlocked(ctx, req, plain); err != nil {
+	if err := s.openUnlocked(ctx, r, plain); err != nil {
 		return false, nil, unlockedContext(err, who, tok)
 	}
 	return false, func() {
@@ -153,8 +119,8 @@ func (s *Service) unlockForPublish(ctx context.Context, req *csi.NodePublishVolu
 // it, as the driver's CSIDriver says; tokens found in the request's other
 // field were put there by someone else (a user's node-publish Secret) and
 // are ignored, with a line in the log that says so.
-func (s *Service) podToken(ctx context.Context, req *csi.NodePublishVolumeRequest) (volumecontext.ServiceAccountToken, error) {
-	volumeID, secrets, vc := req.GetVolumeId(), req.GetSecrets(), req.GetVolumeContext()
+func (s *Service) podToken(ctx context.Context, r publishRequest) (volumecontext.ServiceAccountToken, error) {
+	volumeID, secrets, vc := r.volumeID, r.secrets, r.volumeContext
 	ctx, cancel := context.WithTimeout(ctx, tokenPlaceWait)
 	defer cancel()
 	inSecrets, err := s.tokenPlace.TokensInSecrets(ctx)
@@ -169,7 +135,7 @@ func (s *Service) podToken(ctx context.Context, req *csi.NodePublishVolumeReques
 	elsewhere := volumecontext.TokensElsewhere(secrets, vc, place)
 	if elsewhere {
 		klog.InfoS("Ignoring service-account tokens in a field of the request where the kubelet does not put them", "volumeID", volumeID,
-			"targetPath", req.GetTargetPath(), "kubeletPutsThemIn", place.String(), "ignoredIn", place.Other().String())
+			"targetPath", r.target, "kubeletPutsThemIn", place.String(), "ignoredIn", place.Other().String())
 	}
 	tok, err := volumecontext.ServiceAccountTokenFor(secrets, vc, s.audience, place)
 	switch {
@@ -194,13 +160,9 @@ const tokenPlaceWait = 15 * time.Second
 // openUnlocked makes an authorised volume's mapping open on its verified
 // device (formatting a blank device with the unwrapped key), grown to its
 // device, and mounted at the staging path.
-func (s *Service) openUnlocked(ctx context.Context, req *csi.NodePublishVolumeRequest, key []byte) error {
-	volumeID, staging := req.GetVolumeId(), req.GetStagingTargetPath()
-	fsType, format, err := s.filesystemOf(req.GetVolumeCapability(), req.GetVolumeContext())
-	if err != nil {
-		return err
-	}
-	device, err := s.findDevice(ctx, volumeID, req.GetPublishContext())
+func (s *Service) openUnlocked(ctx context.Context, r publishRequest, key []byte) error {
+	volumeID := r.volumeID
+	device, err := s.findDevice(ctx, volumeID, r.devicePath)
 	if err != nil {
 		return err
 	}
@@ -209,7 +171,7 @@ func (s *Service) openUnlocked(ctx context.Context, req *csi.NodePublishVolumeRe
 		return err
 	}
 	s.unlocks.setGrowPending(volumeID, false)
-	return s.mountStaging(ctx, volumeID, mapping, staging, fsType, format, req.GetVolumeCapability())
+	return s.mountStaging(ctx, volumeID, mapping, r.staging, r.volume)
 }
 
 // unlockRefused turns an Unwrap error into the publish's answer: STS or
