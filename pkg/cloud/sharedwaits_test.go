@@ -156,7 +156,7 @@ var ebsChanges = []simChange{
 // fresh process learns from five waves (seeded draws, ten seeds each)
 // through the real schedule and estimates
 // (simulateSharedWaits), and checks the waits against the aims of
-// docs/design.md ("Backends of other speeds"): for each change, the waits'
+// docs/performance.md ("Backends of other speeds"): for each change, the waits'
 // median at most a tenth over the changes' median and 100 ms, their 99th
 // percentile at most a fifth over the changes' and 200 ms; and the calls
 // per lifecycle (the lookups included) at most the bound, which is what

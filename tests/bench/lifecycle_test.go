@@ -650,7 +650,7 @@ func lifecycleRows(res lifecycleResult) []row {
 }
 
 // aim is the note of an RPC's percentile whose floor (the changes'
-// percentile) is floor: the aim docs/design.md ("Backends of other
+// percentile) is floor: the aim docs/performance.md ("Backends of other
 // speeds") sets for it, floor·factor + slack.
 func aim(floor time.Duration, factor float64, slack time.Duration) string {
 	return fmt.Sprintf("aim ≤ %.2f s", (time.Duration(factor*float64(floor)) + slack).Seconds())
