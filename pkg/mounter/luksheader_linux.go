@@ -3,9 +3,12 @@
 package mounter
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,49 +45,134 @@ type luksSlot struct {
 	Threads int
 }
 
-// luksDumpJSON is the part of cryptsetup luksDump --dump-json-metadata that
-// luksHeader reads (the LUKS2 on-disk format's JSON area).
-type luksDumpJSON struct {
-	Keyslots map[string]struct {
-		KDF struct {
-			Type       string `json:"type"`
-			Time       int64  `json:"time"`
-			Memory     int64  `json:"memory"`
-			CPUs       int    `json:"cpus"`
-			Iterations int64  `json:"iterations"`
-		} `json:"kdf"`
-	} `json:"keyslots"`
-	Segments map[string]struct {
-		Type   string `json:"type"`
-		Offset string `json:"offset"`
-	} `json:"segments"`
-}
+// maxLUKSKeySlots is the most key slots a LUKS2 header can have.
+const maxLUKSKeySlots = 32
 
-// parseLUKSDump reads luksDump's JSON metadata of a LUKS2 header.
+// The key derivation functions cryptsetup knows; a header naming another
+// is refused, since its cost cannot be judged.
+var luksKDFs = []string{"pbkdf2", "argon2i", "argon2id"}
+
+// parseLUKSDump reads luksDump's JSON metadata of a LUKS2 header (the
+// LUKS2 on-disk format's JSON area): each key slot's key derivation and
+// the data segment's offset. Names are matched exactly, as cryptsetup's
+// JSON library matches them, and an object whose names repeat, exactly or
+// but for case, is refused: a reader that matched them loosely (as
+// encoding/json does, the last one winning) could be shown a cheap key
+// slot while cryptsetup derives from a costly one.
 func parseLUKSDump(out []byte) (luksHeader, error) {
-	var dump luksDumpJSON
-	if err := json.Unmarshal(out, &dump); err != nil {
-		return luksHeader{}, fmt.Errorf("read the LUKS2 metadata: %w", err)
+	top, err := jsonObject(out, "the LUKS2 metadata")
+	if err != nil {
+		return luksHeader{}, err
+	}
+	slots, err := jsonObject(top["keyslots"], "the LUKS2 key slots")
+	if err != nil {
+		return luksHeader{}, err
+	}
+	if len(slots) > maxLUKSKeySlots {
+		return luksHeader{}, fmt.Errorf("the LUKS2 header lists %d key slots, more than LUKS2's %d", len(slots), maxLUKSKeySlots)
 	}
 	var h luksHeader
-	for n, k := range dump.Keyslots {
-		s := luksSlot{Number: n, KDF: k.KDF.Type, MemoryKiB: k.KDF.Memory, Time: k.KDF.Time, Threads: k.KDF.CPUs}
-		if s.KDF == "pbkdf2" {
-			s.Time = k.KDF.Iterations
+	for n, raw := range slots {
+		s, err := parseLUKSSlot(n, raw)
+		if err != nil {
+			return luksHeader{}, err
 		}
 		h.Slots = append(h.Slots, s)
 	}
 	sort.Slice(h.Slots, func(i, j int) bool { return h.Slots[i].Number < h.Slots[j].Number })
-	seg, ok := dump.Segments["0"]
-	if !ok || seg.Type != "crypt" {
-		return luksHeader{}, fmt.Errorf("the LUKS2 header has no crypt segment 0 (segments %v)", dump.Segments)
+	segments, err := jsonObject(top["segments"], "the LUKS2 segments")
+	if err != nil {
+		return luksHeader{}, err
 	}
-	off, err := strconv.ParseInt(seg.Offset, 10, 64)
+	seg, err := jsonObject(segments["0"], "the LUKS2 segment 0")
+	if err != nil {
+		return luksHeader{}, fmt.Errorf("the LUKS2 header has no crypt segment 0: %w", err)
+	}
+	var typ, offset string
+	if err := jsonField(seg, "type", &typ); err != nil || typ != "crypt" {
+		return luksHeader{}, fmt.Errorf("the LUKS2 header's segment 0 is not a crypt segment (type %q)", typ)
+	}
+	if err := jsonField(seg, "offset", &offset); err != nil {
+		return luksHeader{}, fmt.Errorf("the LUKS2 header's data offset: %w", err)
+	}
+	off, err := strconv.ParseInt(offset, 10, 64)
 	if err != nil || off <= 0 {
-		return luksHeader{}, fmt.Errorf("the LUKS2 header's data offset %q is not a positive byte count", seg.Offset)
+		return luksHeader{}, fmt.Errorf("the LUKS2 header's data offset %q is not a positive byte count", offset)
 	}
 	h.DataOffset = off
 	return h, nil
+}
+
+// parseLUKSSlot reads one key slot's key derivation.
+func parseLUKSSlot(n string, raw json.RawMessage) (luksSlot, error) {
+	s := luksSlot{Number: n}
+	slot, err := jsonObject(raw, "LUKS2 key slot "+n)
+	if err != nil {
+		return s, err
+	}
+	kdf, err := jsonObject(slot["kdf"], "the key derivation of LUKS2 key slot "+n)
+	if err != nil {
+		return s, err
+	}
+	if err := jsonField(kdf, "type", &s.KDF); err != nil || !slices.Contains(luksKDFs, s.KDF) {
+		return s, fmt.Errorf("LUKS2 key slot %s derives its key with %q, not one of %s: its cost cannot be judged", n, s.KDF, strings.Join(luksKDFs, ", "))
+	}
+	if s.KDF == "pbkdf2" {
+		err = jsonField(kdf, "iterations", &s.Time)
+	} else {
+		err = errors.Join(jsonField(kdf, "time", &s.Time), jsonField(kdf, "memory", &s.MemoryKiB), jsonField(kdf, "cpus", &s.Threads))
+	}
+	if err != nil {
+		return s, fmt.Errorf("LUKS2 key slot %s (%s): %w", n, s.KDF, err)
+	}
+	return s, nil
+}
+
+// jsonObject reads a JSON object's members by their exact names, refusing
+// one whose names repeat, exactly or but for case. what names the object
+// in errors; a missing object (nil) is one.
+func jsonObject(raw json.RawMessage, what string) (map[string]json.RawMessage, error) {
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("%s: missing", what)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("%s: not a JSON object", what)
+	}
+	members := map[string]json.RawMessage{}
+	names := map[string]string{} // lower case → as written
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		name, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		if prev, seen := names[strings.ToLower(name)]; seen {
+			return nil, fmt.Errorf("%s: the name %q appears twice (also as %q): refused, since readers may take either", what, name, prev)
+		}
+		names[strings.ToLower(name)] = name
+		members[name] = v
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, fmt.Errorf("%s: not a JSON object", what)
+	}
+	return members, nil
+}
+
+// jsonField decodes the member name of an object into dst.
+func jsonField(members map[string]json.RawMessage, name string, dst any) error {
+	raw, ok := members[name]
+	if !ok {
+		return fmt.Errorf("no %q", name)
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return fmt.Errorf("%q: %w", name, err)
+	}
+	return nil
 }
 
 // checkCost refuses a header any of whose key slots would take more memory
