@@ -475,11 +475,11 @@ worker_processes() {
 
 cmd_hang() {
   worker_vars "$1"
-  local pid p round stopped=0
+  local pid p stopped=0
   pid=$(lc_worker_init_pid "$w_k") || lc_die "$w_name is not running"
   # Twice over: a process forked while the first round ran is stopped by
   # the second.
-  for round in 1 2; do
+  for _ in 1 2; do
     for p in $(worker_processes "$pid"); do
       kill -STOP "$p" 2>/dev/null && ((++stopped)) || true
     done

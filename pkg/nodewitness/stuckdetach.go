@@ -26,7 +26,6 @@ const ReasonDetachStuck = "DetachStuck"
 // pendingDetach is one VolumeAttachment of the driver that Kubernetes has
 // asked to detach (it is being deleted) and EC2 still shows attached.
 type pendingDetach struct {
-	va                 *storagev1.VolumeAttachment
 	pv, node, volumeID string
 	instanceID         string
 	// state is the attachment's state in EC2: attached (not detached
@@ -54,11 +53,13 @@ func (w *Witness) syncDetaches(ctx context.Context, nodes map[string]*corev1.Nod
 		if va.Spec.Attacher != w.cfg.DriverName || va.DeletionTimestamp == nil {
 			continue
 		}
+		// Still being detached: its events, if it had them, are not
+		// recorded again even when this look cannot read it.
+		seen[string(va.UID)] = true
 		d, ok := w.pendingDetach(ctx, va, nodes[va.Spec.NodeName])
 		if !ok {
 			continue
 		}
-		seen[string(va.UID)] = true
 		w.pending.WithLabelValues(d.volumeID, d.node, d.state).Set(d.waited.Seconds())
 		if d.state == cloud.AttachmentAttached || d.waited < StuckAfter || w.reported[string(va.UID)] {
 			continue
@@ -84,7 +85,7 @@ func (w *Witness) syncDetaches(ctx context.Context, nodes map[string]*corev1.Nod
 // EC2's view of the attachment; ok is false when EC2 has finished it (or
 // the volume or instance cannot be named or read).
 func (w *Witness) pendingDetach(ctx context.Context, va *storagev1.VolumeAttachment, node *corev1.Node) (pendingDetach, bool) {
-	d := pendingDetach{va: va, node: va.Spec.NodeName, waited: time.Since(va.DeletionTimestamp.Time)}
+	d := pendingDetach{node: va.Spec.NodeName, waited: time.Since(va.DeletionTimestamp.Time)}
 	switch {
 	case va.Spec.Source.PersistentVolumeName != nil:
 		d.pv = *va.Spec.Source.PersistentVolumeName
