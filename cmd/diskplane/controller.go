@@ -58,7 +58,7 @@ func (f *controllerFlags) register(fs *flag.FlagSet) {
 			"stopping, stopped, shutting-down, terminated or unknown, the out-of-service taint (Kubernetes then deletes its pods and detaches their volumes at once), "+
 			"and removes it when the Node is Ready and its instance runs; a running instance is never tainted. It also measures the detaches EC2 has not finished "+
 			"and names one that a running instance holds up for 30s (events on its PersistentVolume and Node: stop the instance). Needs the Kubernetes API: "+
-			"get, list and update on nodes, get on csinodes, list on volumeattachments, get on persistentvolumes, create on events, and leases in the pod's namespace")
+			"get, list and update on nodes, get on csinodes, list on volumeattachments and persistentvolumes, create on events, and leases in the pod's namespace")
 	fs.DurationVar(&f.nodeWitnessInterval, "node-witness-interval", nodewitness.DefaultInterval,
 		"how often the node witness looks at the Nodes")
 }

@@ -30,13 +30,18 @@ type fakeEC2 struct {
 	volumes map[string]*cloud.Volume
 	failing error
 	asked   []string
+	// volumesAsked are the volume IDs asked for.
+	volumesAsked []string
 	// gather, when set, holds each lookup (for up to a second) until that
 	// many are in flight, as the cloud layer's batcher gathers concurrent
 	// lookups into one call; peak is the most that were.
 	gather, inFlight, peak int
 }
 
-func (f *fakeEC2) GetInstance(_ context.Context, id string) (*cloud.Instance, error) {
+// meet holds a lookup, with f.mu held on return, until gather lookups are
+// in flight (at most a second), as the cloud layer's batcher gathers
+// concurrent ones, and records the peak.
+func (f *fakeEC2) meet() {
 	f.mu.Lock()
 	f.inFlight++
 	f.peak = max(f.peak, f.inFlight)
@@ -46,6 +51,10 @@ func (f *fakeEC2) GetInstance(_ context.Context, id string) (*cloud.Instance, er
 		f.mu.Lock()
 	}
 	f.inFlight--
+}
+
+func (f *fakeEC2) GetInstance(_ context.Context, id string) (*cloud.Instance, error) {
+	f.meet()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, id)
 	if f.failing != nil {
@@ -59,8 +68,9 @@ func (f *fakeEC2) GetInstance(_ context.Context, id string) (*cloud.Instance, er
 }
 
 func (f *fakeEC2) GetVolume(_ context.Context, id string) (*cloud.Volume, error) {
-	f.mu.Lock()
+	f.meet()
 	defer f.mu.Unlock()
+	f.volumesAsked = append(f.volumesAsked, id)
 	v, ok := f.volumes[id]
 	if !ok {
 		return nil, fmt.Errorf("volume %s: %w", id, cloud.ErrNotFound)

@@ -3,6 +3,8 @@ package nodewitness
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +28,7 @@ const ReasonDetachStuck = "DetachStuck"
 // pendingDetach is one VolumeAttachment of the driver that Kubernetes has
 // asked to detach (it is being deleted) and EC2 still shows attached.
 type pendingDetach struct {
+	uid                string // the VolumeAttachment's
 	pv, node, volumeID string
 	instanceID         string
 	// state is the attachment's state in EC2: attached (not detached
@@ -34,20 +37,28 @@ type pendingDetach struct {
 	waited time.Duration
 }
 
-// syncDetaches looks at every detach Kubernetes has asked the driver for
-// and EC2 has not finished: each is a point of the pending-detach gauge,
-// and one that has stayed detaching or busy past StuckAfter while its
-// instance runs gets, once, an event on its PersistentVolume and its Node
-// naming the one way out (stop the instance). The witness never detaches
-// anything itself: a forced detach from a running guest may lose what it
-// has not written yet.
+// pendingAfter is how long a detach goes unlooked-at: most finish well
+// within it, and reading EC2 for every young one would spend its request
+// budget on detaches about to end.
+const pendingAfter = 10 * time.Second
+
+// syncDetaches looks at every detach Kubernetes asked the driver for at
+// least pendingAfter ago and EC2 has not finished: each is a point of the
+// pending-detach gauge, and one that has stayed detaching or busy past
+// StuckAfter while its instance runs gets, once, an event on its
+// PersistentVolume and its Node naming the one way out (stop the
+// instance). The witness never detaches anything itself: a forced detach
+// from a running guest may lose what it has not written yet. The volumes
+// are read from EC2 all at once, so that the cloud layer's batcher asks for
+// them in pages (a zone's worth of detaches costs a few DescribeVolumes),
+// and the PersistentVolumes in one list from the API server's cache.
 func (w *Witness) syncDetaches(ctx context.Context, nodes map[string]*corev1.Node) error {
 	vas, err := w.kube.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return fmt.Errorf("list volumeattachments: %w", err)
 	}
-	w.pending.Reset()
 	seen := map[string]bool{}
+	var old []*storagev1.VolumeAttachment
 	for i := range vas.Items {
 		va := &vas.Items[i]
 		if va.Spec.Attacher != w.cfg.DriverName || va.DeletionTimestamp == nil {
@@ -56,68 +67,119 @@ func (w *Witness) syncDetaches(ctx context.Context, nodes map[string]*corev1.Nod
 		// Still being detached: its events, if it had them, are not
 		// recorded again even when this look cannot read it.
 		seen[string(va.UID)] = true
-		d, ok := w.pendingDetach(ctx, va, nodes[va.Spec.NodeName])
-		if !ok {
-			continue
+		if time.Since(va.DeletionTimestamp.Time) >= pendingAfter {
+			old = append(old, va)
 		}
-		w.pending.WithLabelValues(d.volumeID, d.node, d.state).Set(d.waited.Seconds())
-		if d.state == cloud.AttachmentAttached || d.waited < StuckAfter || w.reported[string(va.UID)] {
-			continue
-		}
-		in, err := w.ec2.GetInstance(ctx, d.instanceID)
-		if err != nil || in.State != cloud.InstanceRunning {
-			// Stopping, stopped or gone: EC2 finishes the detach by
-			// itself; unknown: nothing to tell anyone yet.
-			continue
-		}
-		w.reportStuck(d, nodes[d.node])
-		w.reported[string(va.UID)] = true
 	}
 	for uid := range w.reported {
 		if !seen[uid] {
 			delete(w.reported, uid)
 		}
 	}
+	pending, err := w.pendingDetaches(ctx, old, nodes)
+	w.pending.Reset()
+	if err != nil {
+		return err
+	}
+	running := map[string]bool{} // by instance, asked once a look
+	for _, d := range pending {
+		w.pending.WithLabelValues(d.volumeID, d.node, d.state).Set(d.waited.Seconds())
+		if d.state == cloud.AttachmentAttached || d.waited < StuckAfter || w.reported[d.uid] {
+			continue
+		}
+		up, asked := running[d.instanceID]
+		if !asked {
+			in, err := w.ec2.GetInstance(ctx, d.instanceID)
+			// Stopping, stopped or gone: EC2 finishes the detach by
+			// itself; unknown: nothing to tell anyone yet.
+			up = err == nil && in.State == cloud.InstanceRunning
+			running[d.instanceID] = up
+		}
+		if up {
+			w.reportStuck(d, nodes[d.node])
+			w.reported[d.uid] = true
+		}
+	}
 	return nil
 }
 
-// pendingDetach completes what a VolumeAttachment being deleted says with
-// EC2's view of the attachment; ok is false when EC2 has finished it (or
-// the volume or instance cannot be named or read).
-func (w *Witness) pendingDetach(ctx context.Context, va *storagev1.VolumeAttachment, node *corev1.Node) (pendingDetach, bool) {
-	d := pendingDetach{node: va.Spec.NodeName, waited: time.Since(va.DeletionTimestamp.Time)}
-	switch {
-	case va.Spec.Source.PersistentVolumeName != nil:
-		d.pv = *va.Spec.Source.PersistentVolumeName
-		pv, err := w.kube.CoreV1().PersistentVolumes().Get(ctx, d.pv, metav1.GetOptions{})
-		if err != nil || pv.Spec.CSI == nil {
-			klog.V(4).InfoS("Pending detach: no CSI volume behind the VolumeAttachment", "volumeAttachment", va.Name, "pv", d.pv, "err", err)
-			return d, false
-		}
-		d.volumeID = pv.Spec.CSI.VolumeHandle
-	case va.Spec.Source.InlineVolumeSpec != nil && va.Spec.Source.InlineVolumeSpec.CSI != nil:
-		d.volumeID = va.Spec.Source.InlineVolumeSpec.CSI.VolumeHandle
-	default:
-		return d, false
+// pendingDetaches completes what the VolumeAttachments being deleted say
+// with EC2's view of each attachment, and keeps the ones EC2 has not
+// finished (those whose volume or instance cannot be named or read are
+// left out, and logged).
+func (w *Witness) pendingDetaches(ctx context.Context, vas []*storagev1.VolumeAttachment, nodes map[string]*corev1.Node) ([]pendingDetach, error) {
+	if len(vas) == 0 {
+		return nil, nil
 	}
-	if node != nil {
-		d.instanceID = w.instanceOf(ctx, node)
-	}
-	if d.instanceID == "" {
-		return d, false
-	}
-	vol, err := w.ec2.GetVolume(ctx, d.volumeID)
+	handles, err := w.volumeHandles(ctx)
 	if err != nil {
-		klog.V(2).InfoS("Pending detach: EC2 could not say where the volume is attached", "volumeID", d.volumeID, "node", d.node, "err", err)
-		return d, false
+		return nil, err
 	}
-	for _, a := range vol.Attachments {
-		if a.InstanceID == d.instanceID && a.State != cloud.AttachmentDetached {
-			d.state = a.State
-			return d, true
+	instances := map[string]string{} // by node
+	var all []pendingDetach
+	for _, va := range vas {
+		d := pendingDetach{uid: string(va.UID), node: va.Spec.NodeName, waited: time.Since(va.DeletionTimestamp.Time)}
+		switch {
+		case va.Spec.Source.PersistentVolumeName != nil:
+			d.pv = *va.Spec.Source.PersistentVolumeName
+			d.volumeID = handles[d.pv]
+		case va.Spec.Source.InlineVolumeSpec != nil && va.Spec.Source.InlineVolumeSpec.CSI != nil:
+			d.volumeID = va.Spec.Source.InlineVolumeSpec.CSI.VolumeHandle
+		}
+		id, ok := instances[d.node]
+		if !ok {
+			if node := nodes[d.node]; node != nil {
+				id = w.instanceOf(ctx, node)
+			}
+			instances[d.node] = id
+		}
+		d.instanceID = id
+		if d.volumeID == "" || d.instanceID == "" {
+			klog.V(4).InfoS("Pending detach: its volume or instance cannot be named", "volumeAttachment", va.Name, "pv", d.pv, "node", d.node)
+			continue
+		}
+		all = append(all, d)
+	}
+	var (
+		wg    sync.WaitGroup
+		slots = make(chan struct{}, maxConcurrentLooks)
+	)
+	for i := range all {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			d := &all[i]
+			vol, err := w.ec2.GetVolume(ctx, d.volumeID)
+			if err != nil {
+				klog.V(2).InfoS("Pending detach: EC2 could not say where the volume is attached", "volumeID", d.volumeID, "node", d.node, "err", err)
+				return
+			}
+			for _, a := range vol.Attachments {
+				if a.InstanceID == d.instanceID && a.State != cloud.AttachmentDetached {
+					d.state = a.State
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return slices.DeleteFunc(all, func(d pendingDetach) bool { return d.state == "" }), nil
+}
+
+// volumeHandles maps the driver's PersistentVolumes to their volume IDs,
+// from the API server's cache.
+func (w *Witness) volumeHandles(ctx context.Context) (map[string]string, error) {
+	pvs, err := w.kube.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return nil, fmt.Errorf("list persistentvolumes: %w", err)
+	}
+	handles := make(map[string]string, len(pvs.Items))
+	for _, pv := range pvs.Items {
+		if csi := pv.Spec.CSI; csi != nil && csi.Driver == w.cfg.DriverName {
+			handles[pv.Name] = csi.VolumeHandle
 		}
 	}
-	return d, false
+	return handles, nil
 }
 
 // reportStuck logs a stuck detach and records its events.

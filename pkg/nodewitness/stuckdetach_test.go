@@ -1,6 +1,8 @@
 package nodewitness
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +60,9 @@ func TestStuckDetaches(t *testing.T) {
 		{name: "busy on a Ready node", va: detaching(driverName, time.Minute), ready: corev1.ConditionTrue,
 			instance: cloud.InstanceRunning, ec2State: cloud.AttachmentBusy,
 			wantGauge: cloud.AttachmentBusy, wantEvent: "something on it still holds the device"},
-		{name: "young detaches are only measured", va: detaching(driverName, 5*time.Second), ready: corev1.ConditionUnknown,
+		{name: "young detaches are not looked at", va: detaching(driverName, 5*time.Second), ready: corev1.ConditionUnknown,
+			instance: cloud.InstanceRunning, ec2State: cloud.AttachmentDetaching},
+		{name: "pending, not stuck yet: only measured", va: detaching(driverName, 20*time.Second), ready: corev1.ConditionUnknown,
 			instance: cloud.InstanceRunning, ec2State: cloud.AttachmentDetaching, wantGauge: cloud.AttachmentDetaching},
 		{name: "a stopping instance's detach finishes by itself", va: detaching(driverName, time.Minute), ready: corev1.ConditionTrue,
 			instance: cloud.InstanceStopping, ec2State: cloud.AttachmentDetaching, wantGauge: cloud.AttachmentDetaching},
@@ -126,4 +130,43 @@ func points(c prometheus.Collector) int {
 		n++
 	}
 	return n
+}
+
+// TestPendingDetachesAreReadTogether: the volumes of many pending detaches
+// are asked about at once, so that the cloud layer's batcher pages them into
+// a few DescribeVolumes, and a young detach costs no read.
+func TestPendingDetachesAreReadTogether(t *testing.T) {
+	objects := []any{node("worker-1", instanceA, corev1.ConditionUnknown)}
+	var vols []string
+	for i := range 3 {
+		va, pv := detaching(driverName, time.Minute), pvA()
+		name := fmt.Sprintf("pv-%d", i)
+		va.Name, va.UID, va.Spec.Source.PersistentVolumeName = "csi-"+name, types.UID("uid-"+name), &name
+		pv.Name, pv.Spec.CSI.VolumeHandle = name, fmt.Sprintf("vol-000000000000000%d", i)
+		vols = append(vols, pv.Spec.CSI.VolumeHandle)
+		objects = append(objects, va, pv)
+	}
+	young := detaching(driverName, time.Second)
+	young.Name, young.UID = "csi-young", "uid-young"
+	objects = append(objects, young)
+	f := newFixture(t, objects...)
+	f.ec2.set(instanceA, cloud.InstanceRunning)
+	for _, v := range vols {
+		f.ec2.volumes[v] = &cloud.Volume{ID: v, Attachments: []cloud.Attachment{{InstanceID: instanceA, State: cloud.AttachmentBusy}}}
+	}
+	f.ec2.gather = len(vols)
+	f.sync(t)
+	if f.ec2.peak != len(vols) {
+		t.Fatalf("at most %d of the %d pending detaches' volume reads were in flight at once", f.ec2.peak, len(vols))
+	}
+	if len(f.ec2.volumesAsked) != len(vols) || slices.Contains(f.ec2.volumesAsked, volumeA) {
+		t.Fatalf("volumes asked for: %v (the young detach's %s must not be)", f.ec2.volumesAsked, volumeA)
+	}
+	if got := points(f.w.pending); got != len(vols) {
+		t.Fatalf("pending-detach points = %d", got)
+	}
+	// Once for the NotReady Node, once for all three of its stuck detaches.
+	if len(f.ec2.asked) != 2 {
+		t.Fatalf("the one instance was asked about %d times in one look, want 2", len(f.ec2.asked))
+	}
 }

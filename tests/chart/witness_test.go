@@ -24,7 +24,7 @@ func TestNodeWitness(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "update"}},
 		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"csinodes"}, Verbs: []string{"get"}},
 		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"volumeattachments"}, Verbs: []string{"list"}},
-		{APIGroups: []string{""}, Resources: []string{"persistentvolumes"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumes"}, Verbs: []string{"list"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}
 	if !slices.EqualFunc(role.Rules, want, ruleEqual) {
