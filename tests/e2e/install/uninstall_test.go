@@ -82,8 +82,11 @@ func TestUninstall(t *testing.T) {
 	}
 	sanitized := strings.NewReplacer(".", "-", "/", "-").Replace(env.driverName)
 	for _, l := range leases.Items {
-		if strings.Contains(l.Name, sanitized) {
+		switch {
+		case strings.Contains(l.Name, sanitized):
 			t.Logf("left by the sidecars: Lease %s/%s", l.Namespace, l.Name)
+		case l.Name == env.driverName+"-node-witness":
+			t.Logf("left by the node witness: Lease %s/%s", l.Namespace, l.Name)
 		}
 	}
 }
