@@ -434,11 +434,12 @@ worker_instance() {
 }
 
 # ec2_call ACTION PARAMS sends one call to EC2's Query API, signed with
-# Signature Version 4, and prints the answer.
+# Signature Version 4, and prints the answer. The keys reach curl on its
+# standard input (a config line), never on its command line.
 ec2_call() {
-  curl -fsS --max-time 30 --aws-sigv4 "aws:amz:${AWS_REGION:-us-east-1}:ec2" \
-    --user "${AWS_ACCESS_KEY_ID:-local-cluster}:${AWS_SECRET_ACCESS_KEY:-local-cluster-not-a-secret}" \
-    --data "Action=$1&Version=2016-11-15&$2" "${EC2_ENDPOINT:-http://127.0.0.1:8700}/"
+  printf 'user = "%s:%s"\n' "${AWS_ACCESS_KEY_ID:-local-cluster}" "${AWS_SECRET_ACCESS_KEY:-local-cluster-not-a-secret}" |
+    curl -fsS --max-time 30 --config - --aws-sigv4 "aws:amz:${AWS_REGION:-us-east-1}:ec2" \
+      --data "Action=$1&Version=2016-11-15&$2" "${EC2_ENDPOINT:-http://127.0.0.1:8700}/"
 }
 
 cmd_poweroff() {

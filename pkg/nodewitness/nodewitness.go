@@ -152,7 +152,7 @@ func (w *Witness) Run(ctx context.Context) {
 	klog.InfoS("Node witness started: NotReady Nodes whose instance EC2 reports off get the out-of-service taint", "interval", w.cfg.Interval)
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := w.Sync(ctx); err != nil && ctx.Err() == nil {
-			klog.ErrorS(err, "Node witness could not look at the Nodes")
+			klog.ErrorS(err, "Node witness could not look at the Nodes or their pending detaches")
 		}
 	}, w.cfg.Interval)
 }

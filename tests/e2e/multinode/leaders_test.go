@@ -83,22 +83,22 @@ func (c controllers) leader() string {
 	return leader
 }
 
-// minority is a pod holding fewer Leases than another, "" when none does;
-// every Lease has a running holder.
+// minority is, when the Leases are split, the pod holding the fewest (the
+// first by name on a tie, so that a split evenly is undone too); "" when
+// one pod holds them all. Every Lease has a running holder.
 func (c controllers) minority() string {
 	count := map[string]int{}
 	for _, h := range c.holders {
 		count[h]++
 	}
-	least, most := "", 0
-	for p, n := range count {
-		most = max(most, n)
-		if p != "" && (least == "" || n < count[least]) {
+	if len(count) < 2 {
+		return ""
+	}
+	least := ""
+	for _, p := range slices.Sorted(maps.Keys(count)) {
+		if least == "" || count[p] < count[least] {
 			least = p
 		}
-	}
-	if least == "" || count[least] == most {
-		return ""
 	}
 	return least
 }
